@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/custos-mcp/custos/fhirin"
@@ -107,15 +108,17 @@ const (
 // lnkDoc is DocumentReference id of patient p linking Binary bin, with
 // the given meta.security codings and description.
 func lnkDoc(id, bin, desc string, security ...string) string {
-	sec := ""
-	for i, s := range security {
-		if i > 0 {
-			sec += ","
-		}
-		sec += s
-	}
 	return `{"resourceType":"DocumentReference","id":"` + id + `","status":"current","description":"` + desc +
-		`","subject":{"reference":"Patient/p"},"meta":{"security":[` + sec + `]},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/` + bin + `"}}]}`
+		`","subject":{"reference":"Patient/p"}` + lnkMeta(security) + `,"content":[{"attachment":{"contentType":"text/plain","url":"Binary/` + bin + `"}}]}`
+}
+
+// lnkMeta is the member ,"meta":{"security":[...]} of the given codings,
+// or nothing for none: R4 JSON has no empty array.
+func lnkMeta(security []string) string {
+	if len(security) == 0 {
+		return ""
+	}
+	return `,"meta":{"security":[` + strings.Join(security, ",") + `]}`
 }
 
 // attachmentURL is the url of the first attachment of a DocumentReference body.

@@ -24,14 +24,7 @@ const (
 // lnkAnswer is a QuestionnaireResponse id of patient whose answer's
 // valueAttachment names url, with the given meta.security codings.
 func lnkAnswer(id, patient, url string, security ...string) string {
-	sec := ""
-	for i, s := range security {
-		if i > 0 {
-			sec += ","
-		}
-		sec += s
-	}
-	return `{"resourceType":"QuestionnaireResponse","id":"` + id + `","status":"completed","meta":{"security":[` + sec + `]},"subject":{"reference":"Patient/` + patient +
+	return `{"resourceType":"QuestionnaireResponse","id":"` + id + `","status":"completed"` + lnkMeta(security) + `,"subject":{"reference":"Patient/` + patient +
 		`"},"item":[{"linkId":"1","answer":[{"valueAttachment":{"contentType":"text/plain","url":"` + url + `","title":"result"}}]}]}`
 }
 

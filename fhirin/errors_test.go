@@ -73,45 +73,47 @@ func TestBadInput(t *testing.T) {
 			`{"resourceType":"DocumentReference","id":"d2","status":"current","subject":{"reference":"Patient/SECRET-MRN-2"}}`},
 			err: ErrJSON, where: "DocumentReference.ndjson:1"},
 		{name: "a Patient named under a member name that is content", files: map[string]string{"o.json": `{"resourceType":"Organization","id":"o","extension":[{"url":"x","SECRET MRN 1":{"reference":"Patient/SECRET-MRN-1"},"valueReference":{"reference":"Patient/SECRET-MRN-2"}}]}`},
-			err: ErrCompartment, where: "o.json:1", fpath: "Organization.extension[0].valueReference"},
+			err: ErrStructure, where: "o.json:1", fpath: "Organization.extension[0].?"},
 		{name: "a dangling urn:uuid under a member name that is content", files: map[string]string{"o.json": obs(`,"SECRET MRN 1":{"reference":"urn:uuid:0f6d3c1e-8a44-4a8e-9a59-2f1c8a9e0b01"}`)},
-			err: ErrDangling, where: "o.json:1", fpath: "Observation.?.reference"},
+			err: ErrStructure, where: "o.json:1", fpath: "Observation.?"},
 		{name: "bad lastUpdated", files: map[string]string{"Observation.ndjson": obs(`,"meta":{"lastUpdated":"SECRET"}`)},
 			err: ErrValue, where: "Observation.ndjson:1", fpath: "Observation.meta.lastUpdated"},
 		{name: "dangling urn:uuid in a Bundle", files: map[string]string{"b.json": bundle("transaction",
 			`{"fullUrl":"urn:uuid:5ec2e7a0-0000-4000-8000-000000000001","resource":`+pat+`}`,
-			`{"fullUrl":"urn:uuid:5ec2e7a0-0000-4000-8000-000000000002","resource":{"resourceType":"Observation","id":"SECRET-o","subject":{"reference":"urn:uuid:5ec2e7a0-0000-4000-8000-00000000dead"}}}`)},
+			`{"fullUrl":"urn:uuid:5ec2e7a0-0000-4000-8000-000000000002","resource":{"resourceType":"Observation","id":"SECRET-o","status":"final","code":{"text":"x"},"subject":{"reference":"urn:uuid:5ec2e7a0-0000-4000-8000-00000000dead"}}}`)},
 			err: ErrDangling, where: "b.json:2", fpath: "Observation.subject.reference"},
 		{name: "urn:uuid outside a Bundle", files: map[string]string{"o.json": obs(`,"encounter":{"reference":"urn:uuid:5ec2e7a0-0000-4000-8000-000000000001"}`)},
 			err: ErrDangling, where: "o.json:1", fpath: "Observation.encounter.reference"},
-		{name: "attachment url to a missing Binary", files: map[string]string{"DocumentReference.ndjson": `{"resourceType":"DocumentReference","id":"SECRET-d","subject":{"reference":"Patient/SECRET-MRN-1"},"content":[{"attachment":{"contentType":"application/pdf","url":"Binary/SECRET-b"}}]}`},
+		{name: "attachment url to a missing Binary", files: map[string]string{"DocumentReference.ndjson": `{"resourceType":"DocumentReference","id":"SECRET-d","status":"current","subject":{"reference":"Patient/SECRET-MRN-1"},"content":[{"attachment":{"contentType":"application/pdf","url":"Binary/SECRET-b"}}]}`},
 			err: ErrDangling, where: "DocumentReference.ndjson:1", fpath: "DocumentReference.content[0].attachment.url"},
-		{name: "attachment bytes contradict contentType", files: map[string]string{"DocumentReference.ndjson": obs("")[:0] + `{"resourceType":"DocumentReference","id":"d","subject":{"reference":"Patient/SECRET-MRN-1"},"content":[{"attachment":{"contentType":"application/pdf","data":"` + b64("SECRET note, plain text") + `"}}]}`},
+		{name: "attachment bytes contradict contentType", files: map[string]string{"DocumentReference.ndjson": obs("")[:0] + `{"resourceType":"DocumentReference","id":"d","status":"current","subject":{"reference":"Patient/SECRET-MRN-1"},"content":[{"attachment":{"contentType":"application/pdf","data":"` + b64("SECRET note, plain text") + `"}}]}`},
 			err: ErrAttachment, where: "DocumentReference.ndjson:1", fpath: "DocumentReference.content[0].attachment.contentType"},
-		{name: "PDF bytes declared as text", files: map[string]string{"DiagnosticReport.ndjson": `{"resourceType":"DiagnosticReport","id":"d","status":"final","code":{},"subject":{"reference":"Patient/SECRET-MRN-1"},"presentedForm":[{"contentType":"text/plain","data":"` + b64("%PDF-1.4\n\x00\x01\x02SECRET") + `"}]}`},
+		{name: "PDF bytes declared as text", files: map[string]string{"DiagnosticReport.ndjson": `{"resourceType":"DiagnosticReport","id":"d","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/SECRET-MRN-1"},"presentedForm":[{"contentType":"text/plain","data":"` + b64("%PDF-1.4\n\x00\x01\x02SECRET") + `"}]}`},
 			err: ErrAttachment, where: "DiagnosticReport.ndjson:1", fpath: "DiagnosticReport.presentedForm[0].contentType"},
-		{name: "bad base64", files: map[string]string{"Media.ndjson": `{"resourceType":"Media","id":"m","status":"completed","subject":{"reference":"Patient/SECRET-MRN-1"},"content":{"contentType":"image/png","data":"SECRET!!"}}`},
+		{name: "bad base64", files: map[string]string{"Media.ndjson": `{"resourceType":"Media","id":"m","status":"completed","subject":{"reference":"Patient/SECRET-MRN-1"},"content":{"contentType":"image/png","data":"SEC=RET="}}`},
 			err: ErrAttachment, where: "Media.ndjson:1", fpath: "Media.content.data"},
+		{name: "not R4 base64Binary", files: map[string]string{"Media.ndjson": `{"resourceType":"Media","id":"m","status":"completed","subject":{"reference":"Patient/SECRET-MRN-1"},"content":{"contentType":"image/png","data":"SECRET!!"}}`},
+			err: ErrValue, where: "Media.ndjson:1", fpath: "Media.content.data"},
 		{name: "data without contentType", files: map[string]string{"Binary.ndjson": `{"resourceType":"Binary","id":"b","securityContext":{"reference":"Patient/SECRET-MRN-1"},"data":"` + b64("SECRET") + `"}`},
-			err: ErrAttachment, where: "Binary.ndjson:1", fpath: "Binary.contentType"},
+			err: ErrStructure, where: "Binary.ndjson:1", fpath: "Binary.contentType"},
 		{name: "two patients", files: map[string]string{"Observation.ndjson": obs(`,"performer":[{"reference":"Practitioner/x"},{"reference":"Patient/SECRET-MRN-2"}]`)},
 			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.performer[1]"},
-		{name: "contained Patient", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","contained":[{"resourceType":"Patient","id":"p1","name":[{"family":"SECRET"}]}],"subject":{"reference":"#p1"}}`},
+		{name: "contained Patient", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"contained":[{"resourceType":"Patient","id":"p1","name":[{"family":"SECRET"}]}],"subject":{"reference":"#p1"}}`},
 			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
-		{name: "Patient by identifier only", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"type":"Patient","identifier":{"value":"SECRET"}}}`},
+		{name: "Patient by identifier only", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":{"type":"Patient","identifier":{"value":"SECRET"}}}`},
 			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
 		{name: "unresolved conditional Patient", files: map[string]string{"b.json": bundle("transaction",
-			`{"fullUrl":"urn:uuid:5ec2e7a0-0000-4000-8000-000000000002","resource":{"resourceType":"Observation","id":"o","subject":{"reference":"Patient?identifier=urn:mrn|SECRET"}}}`)},
+			`{"fullUrl":"urn:uuid:5ec2e7a0-0000-4000-8000-000000000002","resource":{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":{"reference":"Patient?identifier=urn:mrn|SECRET"}}}`)},
 			err: ErrCompartment, where: "b.json:1", fpath: "Observation.subject"},
-		{name: "malformed Patient reference", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":"Patient/SECRET MRN"}}`},
+		{name: "malformed Patient reference", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":{"reference":"Patient/SECRET MRN"}}`},
 			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
 		{name: "urn:oid Patient naming no entry", files: map[string]string{"b.json": bundle("collection",
 			`{"fullUrl":"urn:oid:1.2.3.4.5","resource":`+pat+`}`,
-			`{"fullUrl":"urn:oid:1.2.3.4.6","resource":{"resourceType":"Observation","id":"SECRET-o","subject":{"reference":"urn:oid:1.2.3.SECRET"}}}`)},
+			`{"fullUrl":"urn:oid:1.2.3.4.6","resource":{"resourceType":"Observation","id":"SECRET-o","status":"final","code":{"text":"x"},"subject":{"reference":"urn:oid:1.2.3.SECRET"}}}`)},
 			err: ErrCompartment, where: "b.json:2", fpath: "Observation.subject"},
-		{name: "urn:oid outside a Bundle", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":"urn:oid:1.2.3.SECRET"}}`},
+		{name: "urn:oid outside a Bundle", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":{"reference":"urn:oid:1.2.3.SECRET"}}`},
 			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
-		{name: "absolute URL that is no Type/id and no entry", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":"https://ehr.example.org/records/SECRET-MRN-1"}}`},
+		{name: "absolute URL that is no Type/id and no entry", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":{"reference":"https://ehr.example.org/records/SECRET-MRN-1"}}`},
 			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
 		{name: "unresolved absolute performer", files: map[string]string{"Observation.ndjson": obs(`,"performer":[{"reference":"https://ehr.example.org/staff/SECRET"}]`)},
 			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.performer[0]"},
@@ -122,31 +124,31 @@ func TestBadInput(t *testing.T) {
 			err: ErrCompartment, where: "Condition.ndjson:1", fpath: "Condition.subject"},
 		{name: "malformed performer reference", files: map[string]string{"Observation.ndjson": obs(`,"performer":[{"reference":"practitioner/SECRET"}]`)},
 			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.performer[0]"},
-		{name: "conditional reference to no R4 type", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":"patient?identifier=SECRET"}}`},
+		{name: "conditional reference to no R4 type", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":{"reference":"patient?identifier=SECRET"}}`},
 			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
-		{name: "type Patient, reference to another type", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":"Group/SECRET","type":"Patient"}}`},
+		{name: "type Patient, reference to another type", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":{"reference":"Group/SECRET","type":"Patient"}}`},
 			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
 		{name: "Reference(Patient) by identifier", files: map[string]string{"Immunization.ndjson": `{"resourceType":"Immunization","id":"i","status":"completed","vaccineCode":{"text":"x"},"occurrenceDateTime":"2020-01-01","patient":{"identifier":{"system":"urn:oid:2.16.840.1.113883.19.5","value":"SECRET"}}}`},
 			err: ErrCompartment, where: "Immunization.ndjson:1", fpath: "Immunization.patient"},
 		{name: "required Reference(Patient) missing", files: map[string]string{"Immunization.ndjson": `{"resourceType":"Immunization","id":"i","status":"completed","vaccineCode":{"text":"SECRET"},"occurrenceDateTime":"2020-01-01"}`},
-			err: ErrCompartment, where: "Immunization.ndjson:1", fpath: "Immunization.patient"},
+			err: ErrStructure, where: "Immunization.ndjson:1", fpath: "Immunization.patient"},
 		{name: "Reference(Patient) by display", files: map[string]string{"AllergyIntolerance.ndjson": `{"resourceType":"AllergyIntolerance","id":"a","patient":{"display":"SECRET Doe"},"code":{"text":"peanut"}}`},
 			err: ErrCompartment, where: "AllergyIntolerance.ndjson:1", fpath: "AllergyIntolerance.patient"},
 		{name: "Reference(Patient) to another type", files: map[string]string{"Coverage.ndjson": `{"resourceType":"Coverage","id":"c","status":"active","beneficiary":{"reference":"RelatedPerson/SECRET"},"payor":[{"reference":"Organization/o"}]}`},
 			err: ErrCompartment, where: "Coverage.ndjson:1", fpath: "Coverage.beneficiary"},
 		{name: "Reference(Patient) to a contained resource", files: map[string]string{"Consent.ndjson": `{"resourceType":"Consent","id":"c","status":"active","contained":[{"resourceType":"RelatedPerson","id":"r","patient":{"reference":"Patient/SECRET"}}],"patient":{"reference":"#r"}}`},
 			err: ErrCompartment, where: "Consent.ndjson:1", fpath: "Consent.patient"},
-		{name: "Reference(Patient) by extension only", files: map[string]string{"Claim.ndjson": `{"resourceType":"Claim","id":"c","patient":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"unknown"}]}}`},
+		{name: "Reference(Patient) by extension only", files: map[string]string{"Claim.ndjson": `{"resourceType":"Claim","id":"c","status":"active","type":{"text":"x"},"use":"claim","created":"2020-01-01","provider":{"reference":"Organization/o"},"priority":{"text":"x"},"insurance":[{"sequence":1,"focal":true,"coverage":{"reference":"Coverage/c"}}],"patient":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"unknown"}]}}`},
 			err: ErrCompartment, where: "Claim.ndjson:1", fpath: "Claim.patient"},
-		{name: "reference not a string", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":{"reference":{"SECRET":1}}}`},
-			err: ErrCompartment, where: "Observation.ndjson:1", fpath: "Observation.subject"},
-		{name: "Reference written as a string", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","subject":"Patient/SECRET"}`},
+		{name: "reference not a string", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":{"reference":{"SECRET":1}}}`},
+			err: ErrJSON, where: "Observation.ndjson:1", fpath: "Observation.subject.reference"},
+		{name: "Reference written as a string", files: map[string]string{"Observation.ndjson": `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"subject":"Patient/SECRET"}`},
 			err: ErrJSON, where: "Observation.ndjson:1", fpath: "Observation.subject"},
 		{name: "meta.security not an array", files: map[string]string{"Observation.ndjson": obs(`,"meta":{"security":{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV","display":"SECRET"}}`)},
 			err: ErrJSON, where: "Observation.ndjson:1", fpath: "Observation.meta.security"},
 		{name: "security label not a Coding", files: map[string]string{"Observation.ndjson": obs(`,"meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":["SECRET"]}]}`)},
-			err: ErrJSON, where: "Observation.ndjson:1", fpath: "Observation.meta.security[0]"},
-		{name: "securityLabel not an array", files: map[string]string{"DocumentReference.ndjson": `{"resourceType":"DocumentReference","id":"d","subject":{"reference":"Patient/SECRET-MRN-1"},"securityLabel":{"coding":[{"code":"R"}]},"content":[]}`},
+			err: ErrJSON, where: "Observation.ndjson:1", fpath: "Observation.meta.security[0].code"},
+		{name: "securityLabel not an array", files: map[string]string{"DocumentReference.ndjson": `{"resourceType":"DocumentReference","id":"d","status":"current","subject":{"reference":"Patient/SECRET-MRN-1"},"securityLabel":{"coding":[{"code":"R"}]},"content":[]}`},
 			err: ErrJSON, where: "DocumentReference.ndjson:1", fpath: "DocumentReference.securityLabel"},
 		{name: "confidentiality not a code", files: map[string]string{"Composition.ndjson": `{"resourceType":"Composition","id":"c","subject":{"reference":"Patient/SECRET-MRN-1"},"confidentiality":{"code":"R"}}`},
 			err: ErrJSON, where: "Composition.ndjson:1", fpath: "Composition.confidentiality"},
@@ -154,7 +156,7 @@ func TestBadInput(t *testing.T) {
 			err: ErrCompartment, where: "Binary.ndjson:1", fpath: "Binary"},
 		{name: "Binary linked from two patients", files: map[string]string{
 			"Binary.ndjson":            `{"resourceType":"Binary","id":"b","contentType":"text/plain","data":"` + b64("SECRET") + `"}`,
-			"DocumentReference.ndjson": `{"resourceType":"DocumentReference","id":"d1","subject":{"reference":"Patient/SECRET-MRN-1"},"content":[{"attachment":{"url":"Binary/b"}}]}` + "\n" + `{"resourceType":"DocumentReference","id":"d2","subject":{"reference":"Patient/SECRET-MRN-2"},"content":[{"attachment":{"url":"Binary/b"}}]}`},
+			"DocumentReference.ndjson": `{"resourceType":"DocumentReference","id":"d1","status":"current","subject":{"reference":"Patient/SECRET-MRN-1"},"content":[{"attachment":{"url":"Binary/b"}}]}` + "\n" + `{"resourceType":"DocumentReference","id":"d2","status":"current","subject":{"reference":"Patient/SECRET-MRN-2"},"content":[{"attachment":{"url":"Binary/b"}}]}`},
 			path: ".", err: ErrCompartment, where: "DocumentReference.ndjson:2", fpath: "DocumentReference.content[0].attachment.url"},
 		{name: "message Bundle", files: map[string]string{"b.json": bundle("message", `{"resource":`+pat+`}`)},
 			err: ErrUnsupported, where: "b.json:1", fpath: "Bundle.type"},
@@ -272,8 +274,8 @@ func TestBadInput(t *testing.T) {
 func TestMaxLine(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "Observation.ndjson")
-	long := `{"resourceType":"Observation","id":"o","note":[{"text":"` + strings.Repeat("x", 4096) + `"}]}`
-	if err := os.WriteFile(p, []byte(`{"resourceType":"Observation","id":"a"}`+"\n"+long+"\n"), 0o644); err != nil {
+	long := `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"note":[{"text":"` + strings.Repeat("x", 4096) + `"}]}`
+	if err := os.WriteFile(p, []byte(`{"resourceType":"Observation","id":"a","status":"final","code":{"text":"x"}}`+"\n"+long+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	err := Read(t.Context(), p, Options{Link: testLink, MaxLine: 1024}, func(Item) error { return nil })
@@ -294,7 +296,7 @@ func TestMaxLine(t *testing.T) {
 	// 678 MB (probe-import2). Every size past MaxLine is refused.
 	for _, size := range []int{1<<20 + 1, 3 << 19, 2<<20 - 4096} {
 		big := filepath.Join(dir, "big.json")
-		body := `{"resourceType":"Observation","id":"o","note":[{"text":"` + strings.Repeat("x", size) + `"}]}`
+		body := `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"note":[{"text":"` + strings.Repeat("x", size) + `"}]}`
 		if err := os.WriteFile(big, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -334,10 +336,10 @@ func TestReadStops(t *testing.T) {
 // first.
 func TestEveryProblem(t *testing.T) {
 	dir := t.TempDir()
-	good := `{"resourceType":"DocumentReference","id":"ok","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","data":"aGk="}}]}`
+	good := `{"resourceType":"DocumentReference","id":"ok","status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","data":"aGk="}}]}`
 	bad := []string{
-		`{"resourceType":"DocumentReference","id":"a","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/missing"}}]}`,
-		`{"resourceType":"DocumentReference","subject":{"reference":"Patient/p"}}`,
+		`{"resourceType":"DocumentReference","id":"a","status":"current","subject":{"reference":"Patient/p"},"content":[{"attachment":{"contentType":"text/plain","url":"Binary/missing"}}]}`,
+		`{"resourceType":"DocumentReference","status":"current","subject":{"reference":"Patient/p"}}`,
 		`{"resourceType":"DocumentReference","id":"c",`,
 	}
 	lines := []string{good, bad[0], good, bad[1], bad[2], good}
@@ -560,7 +562,7 @@ func TestMinifiedBundleNamesTheEntry(t *testing.T) {
 // 10,000 levels was reported as "invalid JSON"; the error now says it is
 // nested too deep, in a .json file and on an NDJSON line.
 func TestTooDeep(t *testing.T) {
-	deep := `{"resourceType":"Observation","id":"o","extension":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`
+	deep := `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"},"extension":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`
 	dir := t.TempDir()
 	for _, name := range []string{"o.json", "Observation.ndjson"} {
 		path := filepath.Join(dir, name)

@@ -608,7 +608,6 @@ func TestReadTenantLevelAboutAPatient(t *testing.T) {
 		errPath    string
 	}{
 		{"Device.patient", `{"resourceType":"Device","id":"d","patient":{"reference":"Patient/p1"}}`, "p1", ""},
-		{"R5 Consent.subject", `{"resourceType":"Consent","id":"c","status":"active","subject":{"reference":"Patient/p1"},"decision":"deny"}`, "p1", ""},
 		{"a Patient in an extension", `{"resourceType":"Organization","id":"org","extension":[{"url":"http://example.org/x","valueReference":{"reference":"Patient/p1"}}]}`, "p1", ""},
 		{"two patients outside the compartment elements", `{"resourceType":"Device","id":"d","patient":{"reference":"Patient/p1"},"extension":[{"url":"http://example.org/x","valueReference":{"reference":"Patient/p2"}}]}`, "", "Device.patient"},
 		{"another server's Patient outside the compartment elements", `{"resourceType":"Device","id":"d","patient":{"reference":"https://other.example/fhir/Patient/p1"}}`, "", "Device.patient"},

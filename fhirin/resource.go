@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/custos-mcp/custos/internal/fhirr4"
 	"github.com/custos-mcp/custos/internal/jsonkeys"
 	"github.com/custos-mcp/custos/store"
 )
@@ -97,6 +98,16 @@ func (rd *reader) unit(s *source, line int, raw []byte) error {
 		return nil
 	}
 	return rd.resource(s, w, raw, s.wantType, nil, nil)
+}
+
+// structureErrs is the sentinel of each kind of fhirr4.Check's problems:
+// a wrong JSON kind is malformed JSON, and a bad primitive an invalid
+// value, as the reader's own checks had them before fhirr4.
+var structureErrs = map[fhirr4.Kind]error{
+	fhirr4.Unknown:  ErrStructure,
+	fhirr4.JSONKind: ErrJSON,
+	fhirr4.Format:   ErrValue,
+	fhirr4.Required: ErrStructure,
 }
 
 // isBundle reports whether raw, one top-level JSON value, is a Bundle (a
@@ -211,6 +222,15 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	}
 	if !validID(id) {
 		return r.errf(typ+".id", ErrID, "missing or not [A-Za-z0-9.-]{1,64}")
+	}
+	if rd.emit { // once: the first pass reads only some of the input
+		if ps := fhirr4.Check(r.m); len(ps) > 0 {
+			more := ""
+			if len(ps) > 1 {
+				more = " (and " + itoa(len(ps)-1) + " more problems in this resource)"
+			}
+			return r.errf(ps[0].Path, structureErrs[ps[0].Kind], "%s%s", ps[0].What, more)
+		}
 	}
 	r.id = id
 	if err := r.subsetted(); err != nil {

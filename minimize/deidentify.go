@@ -10,12 +10,14 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/custos-mcp/custos/internal/fhirr4"
 )
 
 // The deidentify obligation (OpDeidentify, Fn DeidentifySafeHarbor) is HIPAA
 // Safe Harbor (45 CFR 164.514(b)(2)) for any FHIR R4 resource. Instead of
 // naming the elements to keep, it walks every element and decides by the
-// element's FHIR data type (fhirElements, generated from the R4
+// element's FHIR data type (fhirr4.Elements, generated from the R4
 // StructureDefinitions by tools/fhirtypes), so that an identifier in an
 // element the policy author did not foresee — CodeableConcept.text, a
 // Coding.display, an extension under code, a date nested in a component —
@@ -949,7 +951,7 @@ func (d *deid) walkTop(m map[string]any) (map[string]any, bool) {
 		cm, _ := c.(map[string]any)
 		id, _ := cm["id"].(string)
 		rt, _ := cm["resourceType"].(string)
-		if id != "" && fhirResources[rt] && !unknownModifier(cm) {
+		if id != "" && fhirr4.Resources[rt] && !unknownModifier(cm) {
 			n++
 			d.contained[id] = "c" + strconv.Itoa(n)
 		}
@@ -1031,7 +1033,7 @@ func localReferences(v any, named map[string]bool, root bool) {
 // resource de-identifies one resource; a contained one keeps its new id.
 func (d *deid) resource(m map[string]any, contained bool) (map[string]any, bool) {
 	rt, _ := m["resourceType"].(string)
-	if !fhirResources[rt] {
+	if !fhirr4.Resources[rt] {
 		return nil, false
 	}
 	out, ok := d.object(m, rt)
@@ -1068,7 +1070,7 @@ func unknownModifier(m map[string]any) bool {
 // unknown, or it carries an unknown modifier extension. The result may be
 // empty.
 func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
-	defs := fhirElements[key]
+	defs := fhirr4.Elements[key]
 	if defs == nil || unknownModifier(m) {
 		return nil, false
 	}
@@ -1081,7 +1083,7 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 		if !ok {
 			continue // resourceType, "_name" companions, unknown elements: fail closed
 		}
-		if birthElement(k) && (e.typ == "date" || e.typ == "dateTime") {
+		if birthElement(k) && (e.Type == "date" || e.Type == "dateTime") {
 			if y, ok := d.birthYear(v); ok {
 				out[k] = y
 			} else {
@@ -1089,20 +1091,20 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 			}
 			continue
 		}
-		if y, ok := yearNumber(v, d.now); ok && e.choice != "" && numericTypes[e.typ] {
+		if y, ok := yearNumber(v, d.now); ok && e.Choice != "" && numericTypes[e.Type] {
 			d.noteYear(y) // see yearNumber
 		}
-		if e.choice != "" && numericTypes[e.typ] && d.bareNumber(v) {
-			if e.required {
+		if e.Choice != "" && numericTypes[e.Type] && d.bareNumber(v) {
+			if e.Required {
 				dropped = append(dropped, k)
 			}
 			continue // see identifierNumber
 		}
 		opaque := opaqueValue(key, e) || withheld && meaningValue(key, k, e)
-		if opaque && e.typ == "code" {
+		if opaque && e.Type == "code" {
 			// A code of no value set: free text without spaces (an MRN, a
 			// user name), which codeText and the scrub patterns let pass.
-			if e.required {
+			if e.Required {
 				dropped = append(dropped, k)
 			}
 			continue
@@ -1111,9 +1113,9 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 		switch {
 		case opaque:
 			d.birthCtx, d.opaqueCtx = true, true // see opaqueValue
-		case e.choice == "value" && (valueCtx == "age" || valueCtx == "birth"):
+		case e.Choice == "value" && (valueCtx == "age" || valueCtx == "birth"):
 			d.ageCtx, d.birthCtx = d.ageCtx || valueCtx == "age", d.birthCtx || valueCtx == "birth"
-		case e.choice == "effective" && valueCtx == "at-birth":
+		case e.Choice == "effective" && valueCtx == "at-birth":
 			d.birthCtx = true // measured at birth: its date is the birth date
 		case birthElement(k):
 			d.birthCtx = true
@@ -1124,7 +1126,7 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 		d.ageCtx, d.birthCtx, d.opaqueCtx = age, birth, opq
 		if keep {
 			out[k] = nv
-		} else if e.required {
+		} else if e.Required {
 			dropped = append(dropped, k)
 		}
 	}
@@ -1132,7 +1134,7 @@ func (d *deid) object(m map[string]any, key string) (map[string]any, bool) {
 		// A required primitive given only by its "_name" companion (its
 		// value absent, say why: FHIR-Converter writes data-absent-reason
 		// "unknown" so) is still required: it keeps a data-absent-reason.
-		if _, ok := m["_"+k]; ok && e.required && primitiveTypes[e.typ] && m[k] == nil {
+		if _, ok := m["_"+k]; ok && e.Required && primitiveTypes[e.Type] && m[k] == nil {
 			dropped = append(dropped, k)
 		}
 	}
@@ -1190,12 +1192,12 @@ var atLeastOnes = map[string]atLeastOne{
 // section has one), and a document Bundle becomes a collection (bdl-9 and
 // bdl-10 want the document's identifier and timestamp, which are
 // withheld: a de-identified document is no longer one).
-func repairInvariants(key string, m, out map[string]any, defs map[string]fhirElement) {
+func repairInvariants(key string, m, out map[string]any, defs map[string]fhirr4.Element) {
 	if key == "Bundle" && out["type"] == "document" {
 		out["type"] = "collection"
 	}
 	inv, ok := atLeastOnes[key]
-	if !ok || len(out) == 0 && !fhirResources[key] || inv.when != nil && !holdsAny(out, defs, inv.when) || holdsAny(out, defs, inv.any) || !holdsAny(m, defs, inv.any) {
+	if !ok || len(out) == 0 && !fhirr4.Resources[key] || inv.when != nil && !holdsAny(out, defs, inv.when) || holdsAny(out, defs, inv.any) || !holdsAny(m, defs, inv.any) {
 		return
 	}
 	for _, n := range inv.mark {
@@ -1208,10 +1210,10 @@ func repairInvariants(key string, m, out map[string]any, defs map[string]fhirEle
 
 // holdsAny reports whether o holds one of the elements names (a choice by
 // its name without [x]) of the type whose elements are defs.
-func holdsAny(o map[string]any, defs map[string]fhirElement, names []string) bool {
+func holdsAny(o map[string]any, defs map[string]fhirr4.Element, names []string) bool {
 	for k := range o {
 		for _, n := range names {
-			if k == n || defs[k].choice == n && defs[k].choice != "" {
+			if k == n || defs[k].Choice == n && defs[k].Choice != "" {
 				return true
 			}
 		}
@@ -1221,9 +1223,9 @@ func holdsAny(o map[string]any, defs map[string]fhirElement, names []string) boo
 
 // hasParameterContent reports whether a walked Parameters.parameter still
 // has a value[x], a resource or parts (FHIR inv-1).
-func hasParameterContent(out map[string]any, defs map[string]fhirElement) bool {
+func hasParameterContent(out map[string]any, defs map[string]fhirr4.Element) bool {
 	for k := range out {
-		if k == "resource" || k == "part" || defs[k].choice == "value" {
+		if k == "resource" || k == "part" || defs[k].Choice == "value" {
 			return true
 		}
 	}
@@ -1231,9 +1233,9 @@ func hasParameterContent(out map[string]any, defs map[string]fhirElement) bool {
 }
 
 // element walks the value of one element, an array if the element repeats.
-func (d *deid) element(parent, name string, e fhirElement, v any) (any, bool) {
-	if !e.many {
-		return d.value(parent, name, e.typ, v)
+func (d *deid) element(parent, name string, e fhirr4.Element, v any) (any, bool) {
+	if !e.Many {
+		return d.value(parent, name, e.Type, v)
 	}
 	arr, ok := v.([]any)
 	if !ok {
@@ -1241,7 +1243,7 @@ func (d *deid) element(parent, name string, e fhirElement, v any) (any, bool) {
 	}
 	out := make([]any, 0, len(arr))
 	for _, x := range arr {
-		if nv, ok := d.value(parent, name, e.typ, x); ok {
+		if nv, ok := d.value(parent, name, e.Type, x); ok {
 			out = append(out, nv)
 		}
 	}
@@ -2060,8 +2062,8 @@ func integerInRange(typ string, f float64) bool {
 // Codings, quantities with the units they are released with (a quantity
 // whose unit the walk drops is a bare number: quantity) and references are
 // judged as anywhere else.
-func opaqueValue(key string, e fhirElement) bool {
-	return e.choice == "value" && (strings.HasSuffix(key, ".answer") || openChoices[key])
+func opaqueValue(key string, e fhirr4.Element) bool {
+	return e.Choice == "value" && (strings.HasSuffix(key, ".answer") || openChoices[key])
 }
 
 // valueMeanings are the elements whose value says what it is only through
@@ -2155,9 +2157,9 @@ func (d *deid) meaningWithheld(key string, m map[string]any) bool {
 
 // meaningValue reports whether element name (e) of key is one of the values
 // valueMeanings gives a meaning to.
-func meaningValue(key, name string, e fhirElement) bool {
+func meaningValue(key, name string, e fhirr4.Element) bool {
 	for _, v := range valueMeanings[key].values {
-		if v == name || e.choice != "" && v == e.choice {
+		if v == name || e.Choice != "" && v == e.Choice {
 			return true
 		}
 	}
@@ -2168,10 +2170,10 @@ func meaningValue(key, name string, e fhirElement) bool {
 // has dozens of alternatives; a closed choice has a handful).
 var openChoices = func() map[string]bool {
 	m := map[string]bool{}
-	for key, defs := range fhirElements {
+	for key, defs := range fhirr4.Elements {
 		n := 0
 		for _, e := range defs {
-			if e.choice == "value" {
+			if e.Choice == "value" {
 				n++
 			}
 		}
@@ -2188,15 +2190,15 @@ var openChoices = func() map[string]bool {
 // it is an
 // alternative of a choice one of whose types is Age (Condition.onsetRange,
 // FamilyMemberHistory.deceasedRange, Procedure.performedRange ...).
-func ageElement(key, name string, e fhirElement) bool {
-	if name == "age" || e.choice == "age" || e.typ == "Age" {
+func ageElement(key, name string, e fhirr4.Element) bool {
+	if name == "age" || e.Choice == "age" || e.Type == "Age" {
 		return true
 	}
-	if e.choice == "" {
+	if e.Choice == "" {
 		return false
 	}
-	for _, o := range fhirElements[key] {
-		if o.choice == e.choice && o.typ == "Age" {
+	for _, o := range fhirr4.Elements[key] {
+		if o.Choice == e.Choice && o.Type == "Age" {
 			return true
 		}
 	}
@@ -2349,14 +2351,14 @@ func absentOf(typ string, depth int) map[string]any {
 	if depth <= 0 {
 		return out
 	}
-	defs := fhirElements[typ]
+	defs := fhirr4.Elements[typ]
 	marked := map[string]bool{} // choices marked
 	for _, k := range slices.Sorted(maps.Keys(defs)) {
 		e := defs[k]
-		if !e.required || e.choice != "" && (marked[e.choice] || !primitiveTypes[e.typ] && choiceHasPrimitive(defs, e.choice)) {
+		if !e.Required || e.Choice != "" && (marked[e.Choice] || !primitiveTypes[e.Type] && choiceHasPrimitive(defs, e.Choice)) {
 			continue
 		}
-		marked[e.choice] = true
+		marked[e.Choice] = true
 		markAbsentTo(out, k, defs, depth-1)
 	}
 	return out
@@ -2364,9 +2366,9 @@ func absentOf(typ string, depth int) map[string]any {
 
 // choiceHasPrimitive reports whether choice element choice of defs has a
 // primitive alternative.
-func choiceHasPrimitive(defs map[string]fhirElement, choice string) bool {
+func choiceHasPrimitive(defs map[string]fhirr4.Element, choice string) bool {
 	for _, e := range defs {
-		if e.choice == choice && primitiveTypes[e.typ] {
+		if e.Choice == choice && primitiveTypes[e.Type] {
 			return true
 		}
 	}
@@ -2377,30 +2379,30 @@ func choiceHasPrimitive(defs map[string]fhirElement, choice string) bool {
 // {"extension":[DAR]} for a complex element, the "_name" companion for a
 // primitive. A choice element already present under another type needs
 // nothing.
-func markAbsent(out map[string]any, name string, defs map[string]fhirElement) {
+func markAbsent(out map[string]any, name string, defs map[string]fhirr4.Element) {
 	markAbsentTo(out, name, defs, 3)
 }
 
 // markAbsentTo is markAbsent with a complex value's own required elements
 // marked to depth (absentOf).
-func markAbsentTo(out map[string]any, name string, defs map[string]fhirElement, depth int) {
+func markAbsentTo(out map[string]any, name string, defs map[string]fhirr4.Element, depth int) {
 	e := defs[name]
-	if e.choice != "" {
+	if e.Choice != "" {
 		for k, o := range defs {
-			if _, ok := out[k]; ok && o.choice == e.choice {
+			if _, ok := out[k]; ok && o.Choice == e.Choice {
 				return
 			}
 		}
 	}
-	var v any = absentOf(e.typ, depth)
-	if e.many {
+	var v any = absentOf(e.Type, depth)
+	if e.Many {
 		v = []any{v}
 	}
-	if !primitiveTypes[e.typ] {
+	if !primitiveTypes[e.Type] {
 		out[name] = v
 		return
 	}
-	if e.many {
+	if e.Many {
 		out[name] = []any{nil}
 	}
 	out["_"+name] = v

@@ -46,7 +46,7 @@
 //   - deidentify ([OpDeidentify], Fn [DeidentifySafeHarbor], Path ""): HIPAA
 //     Safe Harbor for any FHIR R4 resource. It walks every element by its
 //     FHIR data type (a table generated from the R4 StructureDefinitions by
-//     tools/fhirtypes, fhirtypes_gen.go) and decides per type: a code
+//     tools/fhirtypes, internal/fhirr4) and decides per type: a code
 //     element keeps only a code of the value set R4 binds it to
 //     (fhircodes_gen.go) or of its grammar (language, MIME type of a
 //     media type it knows, currency); free text,

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/custos-mcp/custos/internal/fhirr4"
 )
 
 var updateFHIRCodes = flag.Bool("update-fhircodes", false, "rewrite fhircodes_gen.go from the R4 definitions")
@@ -281,20 +283,20 @@ func sortedKeys[V any](m map[string]V) []string {
 // the values it should judge released.
 func TestValueMeaningsNameR4Elements(t *testing.T) {
 	for key, vm := range valueMeanings {
-		defs := fhirElements[key]
+		defs := fhirr4.Elements[key]
 		if defs == nil {
 			t.Errorf("%s: no such type or backbone", key)
 			continue
 		}
 		for _, n := range vm.meaning {
-			if e, ok := defs[n]; !ok || e.typ != "CodeableConcept" || e.many {
+			if e, ok := defs[n]; !ok || e.Type != "CodeableConcept" || e.Many {
 				t.Errorf("%s.%s: not a single CodeableConcept (%+v)", key, n, e)
 			}
 		}
 		for _, v := range vm.values {
 			found := false
 			for name, e := range defs {
-				found = found || name == v || e.choice == v
+				found = found || name == v || e.Choice == v
 			}
 			if !found {
 				t.Errorf("%s.%s: no such element or choice", key, v)

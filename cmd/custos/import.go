@@ -70,7 +70,10 @@ The mapping is in docs/import.md.
 
 Everything is validated while it is staged, and nothing is swapped in
 unless all of it is valid: a bad line is reported with its file and line
-(and FHIR path) and nothing is imported. A FHIR input file that changes
+(and FHIR path) and nothing is imported. Every FHIR resource must be valid
+R4 by its structure (no element R4 does not define, each of its JSON kind,
+primitives in their formats, required elements present): an error names
+the element's path, never its value. A FHIR input file that changes
 while the import reads it (it is read more than once) fails the import,
 naming the file: nothing is imported; run it again once the file is
 complete. Its bytes are compared, so a file only touched (its modification

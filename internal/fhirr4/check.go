@@ -1,0 +1,416 @@
+package fhirr4
+
+import (
+	"encoding/json"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Problem is one way a resource is not valid FHIR R4: the JSON path of the
+// element (Observation.component[1].code, the resource's type first) and
+// what is wrong with it. Neither holds a value of the resource.
+type Problem struct {
+	Kind Kind
+	Path string
+	What string
+}
+
+// Kind is the check a Problem failed, in the order Check applies them.
+type Kind uint8
+
+const (
+	// Unknown: an element its type does not define (a _name companion of
+	// no primitive element, a second type of one choice element).
+	Unknown Kind = iota + 1
+	// JSONKind: an element of the wrong JSON kind (an array where it does
+	// not repeat, a string for a number, a fraction for an integer), or
+	// an empty string, object or array, or a null outside a _name array.
+	JSONKind
+	// Format: a primitive value that breaks its type's format (R4
+	// datatypes.html#primitive), a date that is no calendar date included.
+	Format
+	// Required: a required element (minimum cardinality 1) is missing.
+	Required
+)
+
+func (p Problem) Error() string { return p.Path + ": " + p.What }
+
+// maxProblems bounds the problems Check reports of one resource.
+const maxProblems = 20
+
+// Check checks the resource m (decoded with encoding/json, UseNumber)
+// against the R4 structure and returns every problem it finds (up to 20),
+// in the order of the walk (member names sorted), or none. Contained
+// resources and those of Bundle entries and Parameters are checked as
+// resources of their own type. A resourceType that is missing or no
+// concrete R4 type is a problem; the caller may have checked it already.
+func Check(m map[string]any) []Problem {
+	c := &checker{}
+	c.resource("", m)
+	return c.problems
+}
+
+type checker struct {
+	problems []Problem
+}
+
+func (c *checker) add(kind Kind, path, what string) {
+	if len(c.problems) < maxProblems {
+		c.problems = append(c.problems, Problem{Kind: kind, Path: path, What: what})
+	}
+}
+
+// resource checks m as a resource at path ("" at the root, where the path
+// starts with its type).
+func (c *checker) resource(path string, m map[string]any) {
+	rt, _ := m["resourceType"].(string)
+	if !Resources[rt] {
+		c.add(Unknown, join(path, "resourceType"), "missing, or not a concrete R4 resource type")
+		return
+	}
+	if path == "" {
+		path = rt
+	}
+	c.object(rt, path, m, true)
+}
+
+// elementDefs are the elements every element has (R4 Element), for the
+// _name companion of a primitive element.
+var elementDefs = map[string]Element{
+	"id":        {Type: "string"},
+	"extension": {Type: "Extension", Many: true},
+}
+
+// object checks m as an instance of the type or backbone element key.
+func (c *checker) object(key, path string, m map[string]any, root bool) {
+	defs := Elements[key]
+	if defs == nil {
+		defs = elementDefs
+	}
+	choice := map[string]bool{}
+	for _, name := range sortedKeys(m) {
+		v := m[name]
+		p := join(path, name)
+		if name == "resourceType" && root {
+			continue
+		}
+		if base, ok := cutUnderscore(name); ok {
+			e, known := defs[base]
+			if !known || !primitive(e.Type) {
+				c.add(Unknown, p, "unknown element: no primitive element "+safeName(base)+" for it to extend")
+				continue
+			}
+			c.companion(p, e, v, m[base])
+			continue
+		}
+		e, ok := defs[name]
+		if !ok {
+			c.add(Unknown, p, "unknown element: "+key+" defines no element of this name")
+			continue
+		}
+		if e.Choice != "" {
+			if choice[e.Choice] {
+				c.add(Unknown, p, "a second type of the choice element "+e.Choice+"[x]: it takes one")
+			}
+			choice[e.Choice] = true
+		}
+		_, ext := m["_"+name]
+		c.value(p, e, v, ext)
+	}
+	c.required(path, defs, m)
+}
+
+// required reports each required element of defs (minimum cardinality 1)
+// that m lacks: a primitive given by its _name companion alone (an
+// extension, data-absent-reason say) is there, and a choice element is
+// there when one of its types is.
+func (c *checker) required(path string, defs map[string]Element, m map[string]any) {
+	var missing []string
+	for name, e := range defs {
+		if !e.Required {
+			continue
+		}
+		_, v := m[name]
+		_, x := m["_"+name]
+		if v || x {
+			continue
+		}
+		if e.Choice != "" {
+			if choicePresent(defs, e.Choice, m) {
+				continue
+			}
+			name = e.Choice + "[x]"
+		}
+		if !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+	}
+	slices.Sort(missing)
+	for _, name := range missing {
+		c.add(Required, path+"."+name, "missing: R4 requires it (minimum cardinality 1)")
+	}
+}
+
+// choicePresent reports whether m holds a type of the choice element.
+func choicePresent(defs map[string]Element, choice string, m map[string]any) bool {
+	for name, e := range defs {
+		if e.Choice == choice {
+			if _, ok := m[name]; ok {
+				return true
+			}
+			if _, ok := m["_"+name]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// value checks v, the value of element e at path; ext reports whether its
+// _name companion is there.
+func (c *checker) value(path string, e Element, v any, ext bool) {
+	if e.Many {
+		a, ok := v.([]any)
+		if !ok {
+			c.add(JSONKind, path, "not an array: the element repeats, and R4 JSON writes it as an array")
+			return
+		}
+		if len(a) == 0 {
+			c.add(JSONKind, path, "an empty array: R4 JSON leaves an element without values out")
+			return
+		}
+		for i, x := range a {
+			if x == nil && primitive(e.Type) && ext {
+				continue // its value is in the companion (checked there)
+			}
+			c.one(path+"["+strconv.Itoa(i)+"]", e.Type, x)
+		}
+		return
+	}
+	if _, ok := v.([]any); ok {
+		c.add(JSONKind, path, "an array: the element does not repeat")
+		return
+	}
+	c.one(path, e.Type, v)
+}
+
+// one checks v as one value of type typ.
+func (c *checker) one(path, typ string, v any) {
+	if v == nil {
+		c.add(JSONKind, path, "null: R4 JSON leaves an element without a value out")
+		return
+	}
+	if primitive(typ) {
+		c.primitive(path, typ, v)
+		return
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		c.add(JSONKind, path, "not an object: "+typ+" is a complex type")
+		return
+	}
+	if len(m) == 0 {
+		c.add(JSONKind, path, "an empty object: R4 JSON leaves an element without content out")
+		return
+	}
+	if typ == "Resource" {
+		c.resource(path, m)
+		return
+	}
+	c.object(typ, path, m, false)
+}
+
+// companion checks v, the _name companion at path of primitive element e
+// whose value is prim (nil when absent): an Element (id, extension) for a
+// single value, an array of them or null aligned with the values for a
+// repeating one.
+func (c *checker) companion(path string, e Element, v, prim any) {
+	if !e.Many {
+		c.one(path, "Element", v)
+		return
+	}
+	a, ok := v.([]any)
+	if !ok {
+		c.add(JSONKind, path, "not an array: its element repeats")
+		return
+	}
+	if pa, ok := prim.([]any); ok && len(pa) != len(a) {
+		c.add(JSONKind, path, "not as long as the array of values it extends")
+	}
+	for i, x := range a {
+		if x == nil {
+			if pa, ok := prim.([]any); !ok || i >= len(pa) || pa[i] == nil {
+				c.add(JSONKind, path+"["+strconv.Itoa(i)+"]", "null, and so is the value it extends")
+			}
+			continue
+		}
+		c.one(path+"["+strconv.Itoa(i)+"]", "Element", x)
+	}
+}
+
+// primitives are the R4 primitive types, by the JSON kind R4 writes them
+// in (json.html#primitive).
+var primitives = map[string]string{
+	"boolean": "boolean", "integer": "number", "positiveInt": "number", "unsignedInt": "number", "decimal": "number",
+	"string": "string", "markdown": "string", "code": "string", "id": "string", "oid": "string", "uuid": "string",
+	"uri": "string", "url": "string", "canonical": "string", "base64Binary": "string", "xhtml": "string",
+	"instant": "string", "date": "string", "dateTime": "string", "time": "string",
+}
+
+func primitive(typ string) bool { return primitives[typ] != "" }
+
+// primitive checks v as a value of the primitive type typ: its JSON kind
+// (a JSON boolean, number or string, as R4 JSON writes the type), then its
+// format (checkFormat).
+func (c *checker) primitive(path, typ string, v any) {
+	kind := primitives[typ]
+	switch x := v.(type) {
+	case bool:
+		if kind == "boolean" {
+			return
+		}
+	case json.Number:
+		if kind == "number" {
+			if kind, what := checkNumber(typ, string(x)); what != "" {
+				c.add(kind, path, what)
+			}
+			return
+		}
+	case string:
+		if kind == "string" {
+			if x == "" {
+				c.add(JSONKind, path, "an empty string: R4 JSON leaves an element without a value out")
+			} else if what := checkFormat(typ, x); what != "" {
+				c.add(Format, path, what)
+			}
+			return
+		}
+	}
+	c.add(JSONKind, path, "not a JSON "+kind+": R4 JSON writes a "+typ+" as one")
+}
+
+// checkNumber checks n, a JSON number, as a value of typ: the integer
+// types whole and in their range (a JSONKind problem), positiveInt above
+// 0 and unsignedInt not below (a Format problem; datatypes.html#primitive).
+func checkNumber(typ, n string) (Kind, string) {
+	if typ == "decimal" {
+		return 0, ""
+	}
+	// A whole number in exponent form (1e2) is the same JSON number, and
+	// JSON parsers do not tell it from 100: taken.
+	f, err := strconv.ParseFloat(n, 64)
+	i := int64(f)
+	switch {
+	case err != nil || f != math.Trunc(f) || f < math.MinInt32 || f > math.MaxInt32:
+		return JSONKind, "not a whole number in the 32-bit range of an R4 " + typ
+	case typ == "positiveInt" && i < 1:
+		return Format, "not positive: a positiveInt is 1 or more"
+	case typ == "unsignedInt" && i < 0:
+		return Format, "negative: an unsignedInt is 0 or more"
+	}
+	return 0, ""
+}
+
+// formatSources are the regular expressions of R4's primitive types, as
+// the StructureDefinitions give them (profiles-types.json, the value's
+// regex extension; TestFormatsAreR4s compares them), for the types whose
+// format Check checks. A value matches it whole.
+var formatSources = map[string]string{
+	"base64Binary": `(\s*([0-9a-zA-Z\+/=]){4}\s*)+`,
+	"code":         `[^\s]+(\s[^\s]+)*`,
+	"date":         `([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)(-(0[1-9]|1[0-2])(-(0[1-9]|[1-2][0-9]|3[0-1]))?)?`,
+	"dateTime":     `([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)(-(0[1-9]|1[0-2])(-(0[1-9]|[1-2][0-9]|3[0-1])(T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?(Z|(\+|-)((0[0-9]|1[0-3]):[0-5][0-9]|14:00)))?)?)?`,
+	"id":           `[A-Za-z0-9\-\.]{1,64}`,
+	"instant":      `([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)-(0[1-9]|1[0-2])-(0[1-9]|[1-2][0-9]|3[0-1])T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?(Z|(\+|-)((0[0-9]|1[0-3]):[0-5][0-9]|14:00))`,
+	"time":         `([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?`,
+	"uri":          `\S*`,
+	"url":          `\S*`,
+	"canonical":    `\S*`,
+}
+
+// formats are formatSources compiled, anchored.
+var formats = func() map[string]*regexp.Regexp {
+	m := make(map[string]*regexp.Regexp, len(formatSources))
+	for typ, src := range formatSources {
+		m[typ] = regexp.MustCompile(`^(?:` + src + `)$`)
+	}
+	return m
+}()
+
+// checkFormat checks s, a non-empty string, as a value of typ: its
+// format, and for a date, dateTime or instant with a day, that the day
+// is in the calendar (no 30 February; 29 February of leap years only).
+func checkFormat(typ, s string) string {
+	re := formats[typ]
+	if re == nil {
+		return ""
+	}
+	if !re.MatchString(s) {
+		return "not an R4 " + typ + " (" + formatHints[typ] + ")"
+	}
+	if (typ == "date" || typ == "dateTime" || typ == "instant") && len(s) >= 10 {
+		y, _ := strconv.Atoi(s[0:4])
+		mo, _ := strconv.Atoi(s[5:7])
+		d, _ := strconv.Atoi(s[8:10])
+		if d > daysIn(y, mo) {
+			return "not a calendar date: the month has " + strconv.Itoa(daysIn(y, mo)) + " days"
+		}
+	}
+	return ""
+}
+
+// formatHints say in words what formatSources require.
+var formatHints = map[string]string{
+	"base64Binary": "base64",
+	"code":         "no leading, trailing or double whitespace",
+	"date":         "YYYY, YYYY-MM or YYYY-MM-DD",
+	"dateTime":     "YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDThh:mm:ss[.f] with a time zone",
+	"id":           "1 to 64 of A-Z a-z 0-9 - .",
+	"instant":      "YYYY-MM-DDThh:mm:ss[.f] with a time zone",
+	"time":         "hh:mm:ss[.f]",
+	"uri":          "no whitespace",
+	"url":          "no whitespace",
+	"canonical":    "no whitespace",
+}
+
+// daysIn is the number of days of month mo (1-12) of year y (Gregorian).
+func daysIn(y, mo int) int {
+	return time.Date(y, time.Month(mo)+1, 0, 0, 0, 0, 0, time.UTC).Day()
+}
+
+// elementName is the shape of an R4 element name; another member name is
+// written "?" in a path, since it may be content.
+var elementName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+func safeName(name string) string {
+	if elementName.MatchString(name) {
+		return name
+	}
+	return "?"
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return safeName(name)
+	}
+	return path + "." + safeName(name)
+}
+
+func cutUnderscore(name string) (string, bool) {
+	if len(name) > 1 && name[0] == '_' {
+		return name[1:], true
+	}
+	return "", false
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

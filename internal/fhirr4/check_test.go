@@ -1,0 +1,194 @@
+package fhirr4
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/custos-mcp/custos/e2e/validators"
+)
+
+func decode(t *testing.T, s string) map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("%s: %v", s, err)
+	}
+	return m
+}
+
+// obs is a valid R4 Observation with extra members spliced in.
+func obs(extra string) string {
+	return `{"resourceType":"Observation","id":"o","status":"final","code":{"text":"x"}` + extra + `}`
+}
+
+// TestCheckValid: valid R4 passes, _name companions and their arrays
+// aligned with nulls included.
+func TestCheckValid(t *testing.T) {
+	for _, s := range validCases {
+		if ps := Check(decode(t, s)); len(ps) != 0 {
+			t.Errorf("%s: %v, want valid", s, ps)
+		}
+	}
+}
+
+var validCases = []string{
+	obs(``),
+	obs(`,"valueQuantity":{"value":5.40,"unit":"mg","system":"http://unitsofmeasure.org","code":"mg"}`),
+	obs(`,"_status":{"extension":[{"url":"http://example.org/x","valueBoolean":true}]}`),
+	`{"resourceType":"Patient","id":"p","name":[{"given":["A",null],"_given":[null,{"extension":[{"url":"http://example.org/x","valueString":"y"}]}]}],"birthDate":"1931-02-28","deceasedBoolean":false}`,
+	`{"resourceType":"Patient","id":"p","_birthDate":{"id":"b","extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"unknown"}]}}`,
+	obs(`,"contained":[{"resourceType":"Patient","id":"p1","active":true}],"subject":{"reference":"#p1"}`),
+	`{"resourceType":"Bundle","type":"collection","entry":[{"fullUrl":"urn:uuid:1","resource":` + obs(``) + `}]}`,
+	obs(`,"component":[{"code":{"text":"c"},"valueInteger":-3}]`),
+	obs(`,"valueInteger":1e2`),
+	`{"resourceType":"Observation","_status":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"unknown"}]},"code":{"text":"x"}}`,
+}
+
+type invalid struct {
+	name, body string
+	kind       Kind
+	path       string
+}
+
+func checkInvalid(t *testing.T, cases []invalid) {
+	t.Helper()
+	for _, tc := range cases {
+		ps := Check(decode(t, tc.body))
+		if len(ps) == 0 {
+			t.Errorf("%s: valid, want %s", tc.name, tc.path)
+			continue
+		}
+		if ps[0].Kind != tc.kind || ps[0].Path != tc.path {
+			t.Errorf("%s: %+v, want kind %d at %s", tc.name, ps[0], tc.kind, tc.path)
+		}
+		for _, p := range ps {
+			if strings.Contains(p.Error(), "SECRET") {
+				t.Errorf("%s: a problem quotes content: %v", tc.name, p)
+			}
+		}
+	}
+}
+
+func TestCheckUnknownElements(t *testing.T) { checkInvalid(t, unknownCases) }
+
+var unknownCases = []invalid{
+	{"an unknown element", obs(`,"fooBar":"SECRET"`), Unknown, "Observation.fooBar"},
+	{"a miscased element", obs(`,"Subject":{"reference":"Patient/SECRET"}`), Unknown, "Observation.Subject"},
+	{"a member name that is content", obs(`,"SECRET MRN":1`), Unknown, "Observation.?"},
+	{"an unknown element in a backbone", obs(`,"component":[{"code":{"text":"c"},"fooBar":1}]`), Unknown, "Observation.component[0].fooBar"},
+	{"an unknown element in a complex type", obs(`,"code":{"text":"x","fooBar":1}`), Unknown, "Observation.code.fooBar"},
+	{"a _name of no element", obs(`,"_fooBar":{"id":"x"}`), Unknown, "Observation._fooBar"},
+	{"a _name of a complex element", obs(`,"_code":{"id":"x"}`), Unknown, "Observation._code"},
+	{"an unknown element in a _name", obs(`,"_status":{"fooBar":1}`), Unknown, "Observation._status.fooBar"},
+	{"two types of one choice", obs(`,"valueString":"a","valueBoolean":true`), Unknown, "Observation.valueString"},
+	{"an R5 element", `{"resourceType":"Consent","id":"c","status":"active","decision":"deny"}`, Unknown, "Consent.decision"},
+	{"resourceType inside a complex type", obs(`,"code":{"resourceType":"CodeableConcept"}`), Unknown, "Observation.code.resourceType"},
+	{"an unknown element in a contained resource", obs(`,"contained":[{"resourceType":"Patient","id":"p","fooBar":1}]`), Unknown, "Observation.contained[0].fooBar"},
+	{"a contained resource of no type", obs(`,"contained":[{"id":"p"}]`), Unknown, "Observation.contained[0].resourceType"},
+	{"an unknown element in a Bundle entry", `{"resourceType":"Bundle","type":"collection","entry":[{"resource":` + obs(`,"fooBar":1`) + `}]}`, Unknown, "Bundle.entry[0].resource.fooBar"},
+	{"no R4 type", `{"resourceType":"Foo"}`, Unknown, "resourceType"},
+}
+
+func TestCheckJSONKinds(t *testing.T) { checkInvalid(t, kindCases) }
+
+var kindCases = []invalid{
+	{"a decimal as a string", obs(`,"valueQuantity":{"value":"5.4"}`), JSONKind, "Observation.valueQuantity.value"},
+	{"a list as an object", `{"resourceType":"Device","id":"d","udiCarrier":{"deviceIdentifier":"SECRET"}}`, JSONKind, "Device.udiCarrier"},
+	{"a single value as a list", obs(`,"subject":[{"reference":"Patient/p"}]`), JSONKind, "Observation.subject"},
+	{"a complex type as a string", obs(`,"subject":"Patient/SECRET"`), JSONKind, "Observation.subject"},
+	{"a boolean as a string", `{"resourceType":"Patient","active":"true"}`, JSONKind, "Patient.active"},
+	{"a string as a number", `{"resourceType":"Patient","gender":1}`, JSONKind, "Patient.gender"},
+	{"an integer with a fraction", obs(`,"valueInteger":1.5`), JSONKind, "Observation.valueInteger"},
+	{"an integer out of range", obs(`,"valueInteger":2147483648`), JSONKind, "Observation.valueInteger"},
+	{"an integer in exponent form with a fraction", obs(`,"valueInteger":1.5e0`), JSONKind, "Observation.valueInteger"},
+	{"an empty string", `{"resourceType":"Patient","gender":""}`, JSONKind, "Patient.gender"},
+	{"an empty object", obs(`,"subject":{}`), JSONKind, "Observation.subject"},
+	{"an empty array", obs(`,"performer":[]`), JSONKind, "Observation.performer"},
+	{"null", obs(`,"subject":null`), JSONKind, "Observation.subject"},
+	{"null in an array", obs(`,"performer":[null]`), JSONKind, "Observation.performer[0]"},
+	{"null in a primitive array without its companion", `{"resourceType":"Patient","name":[{"given":["A",null]}]}`, JSONKind, "Patient.name[0].given[1]"},
+	{"a companion null where the value is null too", `{"resourceType":"Patient","name":[{"given":["A",null],"_given":[null,null]}]}`, JSONKind, "Patient.name[0]._given[1]"},
+	{"a companion array of another length", `{"resourceType":"Patient","name":[{"given":["A"],"_given":[null,{"id":"x"}]}]}`, JSONKind, "Patient.name[0]._given"},
+	{"a companion not an array", `{"resourceType":"Patient","name":[{"given":["A"],"_given":{"id":"x"}}]}`, JSONKind, "Patient.name[0]._given"},
+}
+
+func TestCheckFormats(t *testing.T) { checkInvalid(t, formatCases) }
+
+var formatCases = []invalid{
+	{"30 February", `{"resourceType":"Patient","birthDate":"1931-02-30"}`, Format, "Patient.birthDate"},
+	{"29 February of no leap year", `{"resourceType":"Patient","birthDate":"1900-02-29"}`, Format, "Patient.birthDate"},
+	{"31 April in a dateTime", obs(`,"effectiveDateTime":"2024-04-31T10:00:00Z"`), Format, "Observation.effectiveDateTime"},
+	{"a day-first date", `{"resourceType":"Immunization","status":"completed","vaccineCode":{"text":"x"},"patient":{"reference":"Patient/p"},"occurrenceDateTime":"14/03/2024"}`, Format, "Immunization.occurrenceDateTime"},
+	{"a dateTime with a time and no zone", obs(`,"effectiveDateTime":"2024-03-14T10:00:00"`), Format, "Observation.effectiveDateTime"},
+	{"a year 0000", `{"resourceType":"Patient","birthDate":"0000"}`, Format, "Patient.birthDate"},
+	{"an instant without time", obs(`,"issued":"2024-03-14"`), Format, "Observation.issued"},
+	{"a time with a zone", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"valueTime":"10:00:00Z"}`, Format, "Observation.valueTime"},
+	{"an id too long", `{"resourceType":"Patient","link":[{"other":{"reference":"Patient/p"},"type":"seealso","id":"x"}],"meta":{"versionId":"` + strings.Repeat("a", 65) + `"}}`, Format, "Patient.meta.versionId"},
+	{"a code with a double space", `{"resourceType":"Patient","gender":"fe  male"}`, Format, "Patient.gender"},
+	{"a uri with a space", obs(`,"code":{"coding":[{"system":"http://example.org/a b","code":"x"}]}`), Format, "Observation.code.coding[0].system"},
+	{"base64 not base64", `{"resourceType":"Binary","contentType":"text/plain","data":"not base64!"}`, Format, "Binary.data"},
+	{"a positiveInt of 0", `{"resourceType":"Account","status":"active","coverage":[{"coverage":{"reference":"Coverage/c"},"priority":0}]}`, Format, "Account.coverage[0].priority"},
+	{"an unsignedInt below 0", `{"resourceType":"Patient","photo":[{"contentType":"image/png","size":-1}]}`, Format, "Patient.photo[0].size"},
+}
+
+// TestFormatsAreR4s: formatSources are the regexes of R4's
+// StructureDefinitions, letter for letter.
+func TestFormatsAreR4s(t *testing.T) {
+	for typ, want := range r4Regexes(t) {
+		if got, ok := formatSources[typ]; ok && got != want {
+			t.Errorf("%s: %q, R4 has %q", typ, got, want)
+		}
+	}
+}
+
+// r4Regexes are the regexes of the R4 primitive types whose format Check
+// checks, from their StructureDefinitions.
+func r4Regexes(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for typ := range formatSources {
+		var sd struct {
+			Snapshot struct {
+				Element []struct {
+					Path string `json:"path"`
+					Type []struct {
+						Extension []struct {
+							URL         string `json:"url"`
+							ValueString string `json:"valueString"`
+						} `json:"extension"`
+					} `json:"type"`
+				} `json:"element"`
+			} `json:"snapshot"`
+		}
+		if err := json.Unmarshal(validators.R4Definition(t, typ), &sd); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range sd.Snapshot.Element {
+			for _, ty := range e.Type {
+				for _, x := range ty.Extension {
+					if e.Path == typ+".value" && strings.HasSuffix(x.URL, "/regex") {
+						out[typ] = x.ValueString
+					}
+				}
+			}
+		}
+		if out[typ] == "" {
+			t.Errorf("%s: no regex in its StructureDefinition", typ)
+		}
+	}
+	return out
+}
+
+func TestCheckRequired(t *testing.T) { checkInvalid(t, requiredCases) }
+
+var requiredCases = []invalid{
+	{"an Immunization without vaccineCode", `{"resourceType":"Immunization","status":"completed","patient":{"reference":"Patient/p"},"occurrenceDateTime":"2024-03-14"}`, Required, "Immunization.vaccineCode"},
+	{"a required choice with no type", `{"resourceType":"Immunization","status":"completed","vaccineCode":{"text":"x"},"patient":{"reference":"Patient/p"}}`, Required, "Immunization.occurrence[x]"},
+	{"an Observation without status", `{"resourceType":"Observation","code":{"text":"x"}}`, Required, "Observation.status"},
+	{"a required element of a backbone", obs(`,"component":[{"valueString":"x"}]`), Required, "Observation.component[0].code"},
+	{"a required element of a complex type", obs(`,"extension":[{"valueString":"x"}]`), Required, "Observation.extension[0].url"},
+	{"a required element of a contained resource", obs(`,"contained":[{"resourceType":"Observation","code":{"text":"x"}}]`), Required, "Observation.contained[0].status"},
+}
