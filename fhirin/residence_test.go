@@ -71,7 +71,8 @@ func TestReadResidenceMalformed(t *testing.T) {
 		{`{"resourceType":"Location","id":"a","type":{"coding":[{"code":"PTRES"}]}}`, "Location.type"},
 		{`{"resourceType":"Location","id":"a","type":["PTRES"]}`, "Location.type[0]"},
 		{`{"resourceType":"Location","id":"a","physicalType":{"coding":{"code":"ho"}}}`, "Location.physicalType.coding"},
-		{`{"resourceType":"Location","id":"a","address":{"use":["home"]}}`, "Location.address"},
+		// The R4 structure check (fhirr4.Check) runs first and names the element itself.
+		{`{"resourceType":"Location","id":"a","address":{"use":["home"]}}`, "Location.address.use"},
 		{`{"resourceType":"Location","id":"a","telecom":["555-0101"]}`, "Location.telecom[0]"},
 	} {
 		dir := t.TempDir()
