@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -67,12 +68,50 @@ func writeBulkExport(tb testing.TB, dir string, n int) int {
 // passes); the import target end to end is 5,000 resources/s.
 func BenchmarkReadBulk(b *testing.B) {
 	dir := b.TempDir()
-	n := writeBulkExport(b, dir, 10_000)
+	benchRead(b, dir, writeBulkExport(b, dir, 10_000))
+}
+
+// BenchmarkReadBundle reads the same 10,000 resources as one transaction
+// Bundle (each entry a fullUrl, its resource and a PUT request): the cost
+// of the Bundle reader, its envelope included.
+func BenchmarkReadBundle(b *testing.B) {
+	bulk := b.TempDir()
+	n := writeBulkExport(b, bulk, 10_000)
+	files, err := filepath.Glob(filepath.Join(bulk, "*.ndjson"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	slices.Sort(files)
+	var entries []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for line := range strings.Lines(string(data)) {
+			var head struct{ ResourceType, ID string }
+			if err := json.Unmarshal([]byte(line), &head); err != nil {
+				b.Fatal(err)
+			}
+			url := head.ResourceType + "/" + head.ID
+			entries = append(entries, `{"fullUrl":"https://ehr.example.org/fhir/`+url+`","resource":`+strings.TrimSpace(line)+`,"request":{"method":"PUT","url":"`+url+`"}}`)
+		}
+	}
+	path := filepath.Join(b.TempDir(), "bundle.json")
+	body := `{"resourceType":"Bundle","type":"transaction","entry":[` + "\n" + strings.Join(entries, ",\n") + "\n]}\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	benchRead(b, path, n)
+}
+
+// benchRead reads path, which holds n resources, in every iteration.
+func benchRead(b *testing.B, path string, n int) {
 	b.ReportAllocs()
 	var bytes int64
 	for b.Loop() {
 		bytes = 0
-		if err := Read(b.Context(), dir, Options{Link: testLink}, func(it Item) error {
+		if err := Read(b.Context(), path, Options{Link: testLink}, func(it Item) error {
 			bytes += int64(len(it.Body))
 			return nil
 		}); err != nil {

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/url"
+	"strconv"
 	"strings"
+
+	"github.com/custos-mcp/custos/internal/fhirr4"
 )
 
 // importedBundleTypes are the Bundle types whose entries are imported. A
@@ -75,14 +78,8 @@ func (b *bundle) mayNameBinary(raw []byte) bool {
 type entry struct {
 	FullURL  string          `json:"fullUrl"`
 	Resource json.RawMessage `json:"resource"`
-	Request  *struct {
-		Method      string `json:"method"`
-		URL         string `json:"url"`
-		IfNoneExist string `json:"ifNoneExist"`
-	} `json:"request"`
-	Search *struct {
-		Mode string `json:"mode"`
-	} `json:"search"`
+	Request  *entryRequest   `json:"request"`
+	Search   *entrySearch    `json:"search"`
 
 	line int
 	// name is "Bundle.entry[i]" when another entry of the Bundle starts on
@@ -124,78 +121,104 @@ type entry struct {
 	noOverwrite string
 }
 
+// entryRequest is what the reader reads of Bundle.entry.request.
+type entryRequest struct {
+	Method      string `json:"method"`
+	URL         string `json:"url"`
+	IfNoneExist string `json:"ifNoneExist"`
+}
+
+// entrySearch is what the reader reads of Bundle.entry.search.
+type entrySearch struct {
+	Mode string `json:"mode"`
+}
+
 type coding struct {
 	System string `json:"system"`
 	Code   string `json:"code"`
 }
 
 // readBundle imports the entries of one Bundle, raw, that starts at line.
+//
+// Its envelope (the Bundle without its entries' resources) is checked by
+// fhirr4.Check before anything of it is used, as every resource is
+// (docs/import.md, "Structure"); each entry's resource is checked once,
+// as a resource of its own (resource), not as part of the envelope.
 func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 	w := where(s, line)
 	b := &bundle{byFullURL: map[string]refTarget{}, byIdentifier: map[string]refTarget{}}
 	var entries []*entry
 	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()                        // as fhirr4.Check reads numbers
 	if _, err := dec.Token(); err != nil { // '{': raw is a checked JSON object
 		return newError(w, "Bundle", ErrJSON, "not a JSON object")
 	}
+	notJSON := func() error { return newError(w, "Bundle", ErrJSON, "not a JSON object") }
+	envelope := map[string]any{}
+	var envEntries []any
 	lineAt, counted := line, 0
-	next := false // a link of relation next: the Bundle is one page of more
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return newError(w, "Bundle", ErrJSON, "not a JSON object")
+			return notJSON()
 		}
 		key, _ := tok.(string)
-		switch key {
-		case "type":
-			if err := dec.Decode(&b.typ); err != nil {
-				return newError(w, "Bundle.type", ErrJSON, "not a string")
+		if key != "entry" {
+			var v any
+			if err := dec.Decode(&v); err != nil {
+				return notJSON()
 			}
-		case "meta":
-			var meta struct {
-				Security []coding `json:"security"`
-			}
-			if err := dec.Decode(&meta); err != nil {
-				return newError(w, "Bundle.meta", ErrJSON, "not a Meta")
-			}
-			b.labels = labelsOf(meta.Security)
-		case "link":
-			var links []struct {
-				Relation string `json:"relation"`
-			}
-			if err := dec.Decode(&links); err != nil {
-				return newError(w, "Bundle.link", ErrJSON, "not an array of links")
-			}
-			for _, l := range links {
-				next = next || l.Relation == "next"
-			}
-		case "entry":
-			if t, err := dec.Token(); err != nil || t != json.Delim('[') {
-				return newError(w, "Bundle.entry", ErrJSON, "not an array")
-			}
-			for i := 0; dec.More(); i++ {
-				var e entry
-				var er json.RawMessage
-				if err := dec.Decode(&er); err != nil {
-					return newError(w, "Bundle.entry["+itoa(i)+"]", ErrJSON, "not a JSON value")
-				}
-				start := int(dec.InputOffset()) - len(er)
-				lineAt += bytes.Count(raw[counted:start], []byte{'\n'})
-				counted = start
-				e.line = lineAt
-				if err := json.Unmarshal(er, &e); err != nil {
-					return newError(where(s, lineAt), "Bundle.entry["+itoa(i)+"]", ErrJSON, "not a Bundle entry")
-				}
-				entries = append(entries, &e)
-			}
-			if _, err := dec.Token(); err != nil {
-				return newError(w, "Bundle.entry", ErrJSON, "not an array")
-			}
-		default:
-			if err := skipValue(dec); err != nil {
-				return newError(w, "Bundle", ErrJSON, "not a JSON object")
-			}
+			envelope[key] = v
+			continue
 		}
+		t, err := dec.Token()
+		if err != nil {
+			return notJSON()
+		}
+		if t != json.Delim('[') {
+			envelope[key] = t // not an array: Check says so
+			if err := skipOpened(dec, t); err != nil {
+				return notJSON()
+			}
+			continue
+		}
+		for dec.More() {
+			e, env, start, err := readEntry(dec)
+			if err != nil {
+				return notJSON()
+			}
+			lineAt += bytes.Count(raw[counted:start], []byte{'\n'})
+			counted = start
+			e.line = lineAt
+			entries = append(entries, e)
+			envEntries = append(envEntries, env)
+		}
+		if _, err := dec.Token(); err != nil {
+			return notJSON()
+		}
+		envelope[key] = envEntries
+	}
+	if ps := fhirr4.Check(envelope); len(ps) > 0 {
+		if i, ok := entryIndex(ps[0].Path); ok && i < len(entries) {
+			w = where(s, entries[i].line) // the path names the entry
+		}
+		return structureError(w, "", ps)
+	}
+	next := false // a link of relation next: the Bundle is one page of more
+	b.typ, _ = envelope["type"].(string)
+	if meta, ok := envelope["meta"].(map[string]any); ok {
+		var security []coding
+		for _, c := range list(meta["security"]) {
+			c, _ := c.(map[string]any)
+			system, _ := c["system"].(string)
+			code, _ := c["code"].(string)
+			security = append(security, coding{System: system, Code: code})
+		}
+		b.labels = labelsOf(security)
+	}
+	for _, l := range list(envelope["link"]) {
+		l, _ := l.(map[string]any)
+		next = next || l["relation"] == "next"
 	}
 	if !importedBundleTypes[b.typ] {
 		return newError(w, "Bundle.type", ErrUnsupported, "only collection, document, transaction, batch and searchset Bundles are imported")
@@ -231,6 +254,101 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 	}
 	rd.remember(entries)
 	return nil
+}
+
+// placeholder stands in the envelope for an entry's resource, which is
+// checked on its own (resource): an R4 resource that requires no element,
+// so it adds no problem, and keeps an entry holding a resource alone from
+// reading as an empty object.
+var placeholder = map[string]any{"resourceType": "Parameters"}
+
+// readEntry reads one Bundle.entry from dec: the entry, its envelope for
+// fhirr4.Check (its members with placeholder for a resource that is an
+// object; a value that is not an object as it is, for Check to refuse)
+// and the offset it starts at.
+func readEntry(dec *json.Decoder) (*entry, any, int, error) {
+	e := &entry{}
+	tok, err := dec.Token()
+	start := int(dec.InputOffset()) - 1 // its '{', when it is an object
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if tok != json.Delim('{') {
+		return e, tok, start, skipOpened(dec, tok)
+	}
+	env := map[string]any{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		key, _ := tok.(string)
+		if key == "resource" {
+			var r json.RawMessage
+			if err := dec.Decode(&r); err != nil {
+				return nil, nil, 0, err
+			}
+			if r[0] == '{' {
+				e.Resource, env[key] = r, placeholder
+				continue
+			}
+			var v any // not a resource: Check says so
+			_ = json.Unmarshal(r, &v)
+			env[key] = v
+			continue
+		}
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, nil, 0, err
+		}
+		env[key] = v
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, nil, 0, err
+	}
+	// What the reader reads of the entry, once Check has found each
+	// of the JSON kind R4 gives it.
+	e.FullURL, _ = env["fullUrl"].(string)
+	if req, ok := env["request"].(map[string]any); ok {
+		e.Request = &entryRequest{}
+		e.Request.Method, _ = req["method"].(string)
+		e.Request.URL, _ = req["url"].(string)
+		e.Request.IfNoneExist, _ = req["ifNoneExist"].(string)
+	}
+	if search, ok := env["search"].(map[string]any); ok {
+		e.Search = &entrySearch{}
+		e.Search.Mode, _ = search["mode"].(string)
+	}
+	return e, env, start, nil
+}
+
+// skipOpened consumes the rest of the JSON value that tok, read, starts:
+// nothing for a scalar.
+func skipOpened(dec *json.Decoder, tok json.Token) error {
+	if tok == json.Delim('{') || tok == json.Delim('[') {
+		return skipRest(dec, 1)
+	}
+	return nil
+}
+
+// list is v as a JSON array ([]any), nil for anything else.
+func list(v any) []any {
+	a, _ := v.([]any)
+	return a
+}
+
+// entryIndex is i of a path "Bundle.entry[i]...".
+func entryIndex(path string) (int, bool) {
+	rest, ok := strings.CutPrefix(path, "Bundle.entry[")
+	if !ok {
+		return 0, false
+	}
+	n, _, ok := strings.Cut(rest, "]")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(n)
+	return i, err == nil
 }
 
 // index reads every entry's resource head and records its fullUrl and

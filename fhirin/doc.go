@@ -34,7 +34,9 @@
 //     elements defined for its type, each of the JSON kind R4 JSON
 //     writes it in, its primitives in their formats, its required
 //     elements present), checked once, in the pass that yields items
-//     (docs/import.md, "Structure"); an element of the wrong kind is an
+//     (docs/import.md, "Structure"), and so is a Bundle's envelope (the
+//     Bundle without its entries' resources), before any entry is read;
+//     an element of the wrong kind is an
 //     ErrJSON, one R4 does not define or requires and is missing an
 //     ErrStructure, a primitive value that breaks its type's R4 format
 //     (a date not in the calendar included) an ErrValue.

@@ -61,7 +61,7 @@ func TestBadInput(t *testing.T) {
 		{name: "a member named twice: a second resourceType", files: map[string]string{"o.json": obs(`,"resourceType":"Organization"`)},
 			err: ErrJSON, where: "o.json:1"},
 		{name: "a member named twice: the Bundle's meta, the first with its labels", files: map[string]string{"b.json": "{\"resourceType\":\"Bundle\",\"type\":\"collection\",\n" +
-			`"meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}]},` + "\n" + `"meta":{},"entry":[{"resource":` + obs("") + `}]}`},
+			`"meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}]},` + "\n" + `"meta":{"versionId":"2"},"entry":[{"resource":` + obs("") + `}]}`},
 			err: ErrJSON, where: "b.json:3"},
 		{name: "members differing only in case: an entry's id and Id", files: map[string]string{"b.json": bundle("collection",
 			`{"fullUrl":"urn:uuid:0f6d3c1e-8a44-4a8e-9a59-2f1c8a9e0b01","resource":{"resourceType":"Patient","id":"SECRET-MRN-1","Id":"SECRET-MRN-2"}}`,

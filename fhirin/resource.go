@@ -110,6 +110,18 @@ var structureErrs = map[fhirr4.Kind]error{
 	fhirr4.Required: ErrStructure,
 }
 
+// structureError is the error of a resource's problems, ps (fhirr4.Check):
+// the first, with the count of the others.
+func structureError(w, entry string, ps []fhirr4.Problem) *Error {
+	more := ""
+	if len(ps) > 1 {
+		more = " (and " + itoa(len(ps)-1) + " more problems in this resource)"
+	}
+	e := newError(w, ps[0].Path, structureErrs[ps[0].Kind], "%s%s", ps[0].What, more)
+	e.Entry = entry
+	return e
+}
+
 // isBundle reports whether raw, one top-level JSON value, is a Bundle (a
 // value that does not decode is not: the phase of resources reports it).
 func isBundle(raw []byte) bool {
@@ -225,11 +237,7 @@ func (rd *reader) resource(s *source, w string, raw []byte, wantType string, b *
 	}
 	if rd.emit { // once: the first pass reads only some of the input
 		if ps := fhirr4.Check(r.m); len(ps) > 0 {
-			more := ""
-			if len(ps) > 1 {
-				more = " (and " + itoa(len(ps)-1) + " more problems in this resource)"
-			}
-			return r.errf(ps[0].Path, structureErrs[ps[0].Kind], "%s%s", ps[0].What, more)
+			return structureError(r.where, r.entry, ps)
 		}
 	}
 	r.id = id

@@ -110,8 +110,11 @@ func sniff(r io.Reader) Format {
 }
 
 // skipValue consumes one JSON value token by token, keeping none of it.
-func skipValue(dec *json.Decoder) error {
-	depth := 0
+func skipValue(dec *json.Decoder) error { return skipRest(dec, 0) }
+
+// skipRest consumes the rest of a JSON value whose opening tokens, depth
+// of them ('{' or '['), are read.
+func skipRest(dec *json.Decoder, depth int) error {
 	for {
 		tok, err := dec.Token()
 		if err != nil {

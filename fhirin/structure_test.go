@@ -52,3 +52,66 @@ func TestReadRefusesInvalidR4(t *testing.T) {
 		})
 	}
 }
+
+// A Bundle's envelope (the Bundle without its entries' resources) is
+// checked by fhirr4.Check as a resource is, with the same errors: before,
+// an unknown element in the Bundle or in an entry, a search.score that is
+// a string, a request without its url or a timestamp in another format
+// were imported, and a fullUrl or a request.method of the wrong kind was
+// refused as "Bundle.entry[0]: not a Bundle entry", naming no element.
+// Nothing is yielded: the envelope is checked before any entry is read.
+func TestReadChecksBundleEnvelope(t *testing.T) {
+	patient := `"resource":{"resourceType":"Patient","id":"p","gender":"female"}`
+	for _, tc := range []struct {
+		name, members, entry string
+		err                  error
+		path                 string
+	}{
+		{"an unknown element", `"fooBar":"SECRET",`, `{` + patient + `}`, ErrStructure, "Bundle.fooBar"},
+		{"an unknown element in an entry", ``, `{"bogus":"SECRET",` + patient + `}`, ErrStructure, "Bundle.entry[1].bogus"},
+		{"type a number", `"type":5,`, `{` + patient + `}`, ErrJSON, "Bundle.type"},
+		{"entry an object", `"entry":{` + patient + `},`, `{` + patient + `}`, ErrJSON, "Bundle.entry"},
+		{"a fullUrl a number", ``, `{"fullUrl":5,` + patient + `}`, ErrJSON, "Bundle.entry[1].fullUrl"},
+		{"a request.method a number", ``, `{"request":{"method":5,"url":"Patient/p"},` + patient + `}`, ErrJSON, "Bundle.entry[1].request.method"},
+		{"a request without url", ``, `{"request":{"method":"PUT"},` + patient + `}`, ErrStructure, "Bundle.entry[1].request.url"},
+		{"a search.score a string", ``, `{"search":{"mode":"match","score":"SECRET"},` + patient + `}`, ErrJSON, "Bundle.entry[1].search.score"},
+		{"a timestamp day first", `"timestamp":"14/03/2024",`, `{` + patient + `}`, ErrValue, "Bundle.timestamp"},
+		{"a resource null", ``, `{"fullUrl":"urn:uuid:5c6d7e8f-0000-4000-8000-000000000002","resource":null}`, ErrJSON, "Bundle.entry[1].resource"},
+		{"an entry a string", ``, `"SECRET"`, ErrJSON, "Bundle.entry[1]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			typ := `"type":"transaction",`
+			if strings.Contains(tc.members, `"type"`) {
+				typ = ""
+			}
+			entries := `"entry":[{"fullUrl":"urn:uuid:5c6d7e8f-0000-4000-8000-000000000001","request":{"method":"POST","url":"Patient"},` + patient + `},` + "\n" + tc.entry + `]`
+			if strings.Contains(tc.members, `"entry"`) {
+				entries = strings.TrimSuffix(tc.members, ",")
+				tc.members = ""
+			}
+			body := `{"resourceType":"Bundle",` + typ + tc.members + entries + `}`
+			if err := os.WriteFile(filepath.Join(dir, "b.json"), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			items, err := readAll(t, dir)
+			var fe *Error
+			if !errors.As(err, &fe) || !errors.Is(err, tc.err) || fe.Path != tc.path {
+				t.Fatalf("err = %v, want %v at %s", err, tc.err, tc.path)
+			}
+			want := "b.json:1"
+			if strings.HasPrefix(tc.path, "Bundle.entry[1]") {
+				want = "b.json:2" // the entry's line
+			}
+			if fe.Where != want {
+				t.Errorf("at %s, want %s", fe.Where, want)
+			}
+			if len(items) > 0 {
+				t.Errorf("%d items yielded", len(items))
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("the error quotes content: %v", err)
+			}
+		})
+	}
+}

@@ -85,15 +85,8 @@ func TestEmbeddedFiles(t *testing.T) {
 // so the document cannot drift from the policy.
 func TestWorkedExample(t *testing.T) {
 	ctx := context.Background()
-	e, err := policy.Default(ctx, policy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile("../docs/policy.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(doc), "## Worked example")
+	e, doc := defaultAndDoc(t)
+	_, section, ok := strings.Cut(doc, "## Worked example")
 	if !ok {
 		t.Fatal("docs/policy.md has no worked example")
 	}
@@ -132,6 +125,20 @@ func TestWorkedExample(t *testing.T) {
 	}
 }
 
+// defaultAndDoc is the default policy and docs/policy.md.
+func defaultAndDoc(t *testing.T) (*policy.Engine, string) {
+	t.Helper()
+	e, err := policy.Default(context.Background(), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, string(doc)
+}
+
 func stripAbbreviated(block string) string {
 	var keep []string
 	for _, line := range strings.Split(block, "\n") {
@@ -140,4 +147,44 @@ func stripAbbreviated(block string) string {
 		}
 	}
 	return strings.Join(keep, "\n")
+}
+
+// TestResearcherRowMatchesPolicy: the researcher's row of docs/policy.md's
+// "Role × purpose of use" table names exactly the types the default
+// policy lets a researcher (HRESCH) read in a patient's compartment. It
+// named research_fhir_types alone, and the policy lets a researcher read
+// the reference types there too (a patient's own Device, de-identified).
+func TestResearcherRowMatchesPolicy(t *testing.T) {
+	ctx := context.Background()
+	e, doc := defaultAndDoc(t)
+	_, row, ok := strings.Cut(doc, "\n| `researcher` | `HRESCH` | `patient`")
+	row, _, _ = strings.Cut(row, "\n")
+	cells := strings.Split(row, " | ")
+	if !ok || len(cells) < 2 {
+		t.Fatal("docs/policy.md has no researcher row")
+	}
+	var documented []string
+	for _, m := range regexp.MustCompile("`([a-z]+)`").FindAllStringSubmatch("`patient`"+cells[0], -1) {
+		if m[1] != "research_fhir_types" && m[1] != "reference_types" && m[1] != "research_obligations" && !slices.Contains(documented, m[1]) {
+			documented = append(documented, m[1])
+		}
+	}
+	slices.Sort(documented)
+	var allowed []string
+	for _, typ := range append(store.FHIRTypes(), "note", "report", "image", "attachment") {
+		d, err := e.Decide(ctx, policy.Input{
+			Principal:    policy.Principal{Sub: "rita", Roles: []string{"researcher"}, ClientID: "study", Tenant: "general-hospital"},
+			PurposeOfUse: "HRESCH", Action: policy.ActionRead,
+			Resource: &policy.Resource{URI: "fhir://general-hospital/patients/p1/" + typ + "/x", Type: typ, Patient: "p1", Tenant: "general-hospital"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allow {
+			allowed = append(allowed, typ)
+		}
+	}
+	if !slices.Equal(documented, allowed) {
+		t.Errorf("the researcher row names\n%v\nthe policy allows in a patient's compartment\n%v", documented, allowed)
+	}
 }

@@ -485,6 +485,10 @@ func answerMalformed(w http.ResponseWriter, h http.Header, m *bodyMemo) bool {
 		answerJSONRPC(w, http.StatusBadRequest, req.ID, jerr) // a notification's id: null
 		return true
 	}
+	if !req.IsCall() && nullID(b) {
+		answerJSONRPC(w, http.StatusBadRequest, jsonrpc.ID{}, errNullID)
+		return true
+	}
 	if !req.IsCall() {
 		// The SDK refuses an unknown method before it compares versions.
 		if _, known := paramsOf[req.Method]; !known && !knownNotifications[req.Method] {
@@ -595,6 +599,24 @@ func integerOrStringID(id any) bool {
 	return false
 }
 
+// nullID reports whether the JSON-RPC message in body has an id that is
+// null. The go-sdk reads such a request as a notification: over HTTP it
+// answered one of a request method with a plain-text 400 ("missing id"),
+// over stdio it dropped it unanswered, and it ran a notification so.
+func nullID(body []byte) bool {
+	var m struct {
+		ID segjson.RawMessage `json:"id"`
+	}
+	return parseExact(body, &m) == nil && string(m.ID) == "null"
+}
+
+// errNullID answers a message whose id is null (nullID): MCP's requests
+// have a string or integer id and its notifications none; JSON-RPC 2.0
+// answers an invalid request -32600 with id null. Nothing is decided or
+// recorded (TestNullRequestIDIsRefused, TestStdioAnswersMalformedLinesAndGoesOn).
+var errNullID = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+	Message: "invalid request: id must not be null (a request's id is a string or an integer, and a notification has none)"}
+
 // errInexactID answers a call whose id exactID refuses.
 var errInexactID = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 	Message: "invalid request: id must be a string or an integer from -(2^53-1) to 2^53-1 (this one would not come back unchanged)"}
@@ -701,7 +723,8 @@ func refuseBatch(w http.ResponseWriter, h http.Header, b []byte) bool {
 //   - no JSON-RPC 2.0 message (1, {"foo": "boo"}, "jsonrpc": "1.0", an id
 //     that is an object, an array or a boolean): errNotJSONRPC, id null;
 //   - a call whose id the SDK would not give back unchanged (exactID):
-//     errInexactID, id null;
+//     errInexactID, id null; a message whose id is null: errNullID, id
+//     null;
 //   - a call with the id of an earlier call of the batch: errIDTwice, id
 //     null (its own would make the two answers one); the earlier call is
 //     run. The SDK ran the first and dropped the other unanswered over
@@ -748,6 +771,9 @@ func planBatch(raws []segjson.RawMessage, items []jsonrpc.Message) *batchPlan {
 			refuse(nil, errNotJSONRPC)
 			continue
 		case !isReq:
+		case !req.IsCall() && nullID(raws[i]):
+			refuse(nil, errNullID)
+			continue
 		case !req.IsCall():
 			if _, known := paramsOf[req.Method]; !known && !knownNotifications[req.Method] {
 				continue

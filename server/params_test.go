@@ -404,6 +404,46 @@ func TestInexactRequestIDIsRefused(t *testing.T) {
 	}
 }
 
+// A request whose id is null is refused -32600 with id null (MCP: an id is
+// a string or an integer), in a session and stateless, alone and as a
+// member of a batch, and nothing is decided or recorded. The go-sdk read it
+// as a notification and answered a plain-text 400 `invalid request:
+// missing id for "resources/list"`.
+func TestNullRequestIDIsRefused(t *testing.T) {
+	f := newFixture(t, "")
+	hs := f.serveHTTP("clinician")
+	tok := hs.tokens["clinician"]
+	before := len(f.records())
+	for _, c := range []struct {
+		hdr  map[string]string
+		body string
+	}{
+		{map[string]string{"Mcp-Protocol-Version": rev2025, "Mcp-Session-Id": rawSession(t, hs.url, tok)}, `{"jsonrpc":"2.0","id":null,"method":"resources/list"}`},
+		{map[string]string{"Mcp-Protocol-Version": rev2026, "Mcp-Method": "resources/list"}, `{"jsonrpc":"2.0","id":null,"method":"resources/list","params":{` + meta2026("") + `}}`},
+		{nil, `{"jsonrpc":"2.0","id":null,"method":"resources/list"}`},
+	} {
+		status, raw := postRaw(t, hs.url, tok, c.hdr, c.body)
+		var msg map[string]any
+		if err := json.Unmarshal(raw, &msg); err != nil {
+			t.Errorf("headers %v: status %d, answer %q is no JSON-RPC response", c.hdr, status, raw)
+			continue
+		}
+		e, _ := msg["error"].(map[string]any)
+		id, hasID := msg["id"]
+		if status != 400 || e == nil || e["code"] != float64(jsonrpc.CodeInvalidRequest) || !strings.Contains(fmt.Sprint(e["message"]), "id must not be null") || !hasID || id != nil {
+			t.Errorf("headers %v: status %d, answer %s; want 400, -32600 naming the id, id null", c.hdr, status, raw)
+		}
+	}
+	// In a batch (2025-03-26) the member is answered alone and the other run.
+	status, raw := postRaw(t, hs.url, tok, nil, `[{"jsonrpc":"2.0","id":null,"method":"resources/list"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`)
+	if status != 200 || !strings.Contains(string(raw), `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request: id must not be null`) || !strings.Contains(string(raw), `"id":2,"result"`) {
+		t.Errorf("batch: status %d, answer %s", status, raw)
+	}
+	if n := len(f.records()) - before; n != 0 {
+		t.Errorf("%d audit records, want none", n)
+	}
+}
+
 // A body that is not one JSON-RPC 2.0 message (or a batch of them) is
 // refused over HTTP without quoting it; the go-sdk's "malformed payload"
 // answer quoted the offending input.

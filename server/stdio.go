@@ -312,6 +312,8 @@ func judgeLine(line []byte, batches bool) (pass []byte, calls []*jsonrpc.Request
 				return refuse(errInexactID)
 			}
 			calls = append(calls, req)
+		} else if ok && nullID(t) {
+			return refuse(errNullID)
 		}
 		return t, calls, nil, nil
 	case '[':

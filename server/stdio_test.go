@@ -144,6 +144,8 @@ func TestStdioAnswersMalformedLinesAndGoesOn(t *testing.T) {
 		{"a scalar", `"` + canary + `"`, jsonrpc.CodeInvalidRequest, "not a JSON-RPC 2.0 message"},
 		{"an id the SDK would change", `{"jsonrpc":"2.0","id":1.5,"method":"resources/read","params":{"uri":"` + canary + `"}}`, jsonrpc.CodeInvalidRequest, "id must be a string or an integer"},
 		{"an id over 2^53", `{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, jsonrpc.CodeInvalidRequest, "id must be a string or an integer"},
+		{"a null id", `{"jsonrpc":"2.0","id":null,"method":"resources/list"}`, jsonrpc.CodeInvalidRequest, "id must not be null"},
+		{"a null id on a notification", `{"jsonrpc":"2.0","id":null,"method":"notifications/initialized"}`, jsonrpc.CodeInvalidRequest, "id must not be null"},
 		{"an empty batch", `[]`, jsonrpc.CodeInvalidRequest, "an empty batch"},
 		{"a batch with a non-message, where the revision has none", `[{"jsonrpc":"2.0","id":6,"method":"ping"},{"x":"` + canary + `"}]`, jsonrpc.CodeInvalidRequest, "2025-06-18 removed them"},
 		{"a batch after 2025-06-18", `[{"jsonrpc":"2.0","id":8,"method":"ping"},{"jsonrpc":"2.0","id":9,"method":"ping"}]`, jsonrpc.CodeInvalidRequest, "2025-06-18 removed them"},
