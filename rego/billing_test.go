@@ -358,3 +358,24 @@ func TestBillingViewOfTheSyntheticData(t *testing.T) {
 	}
 	t.Logf("billing reads: %v", n)
 }
+
+// The biller's view keeps an Encounter's serviceProvider display, the
+// facility's name a claim carries, scrubbed of identifier patterns as a
+// Coverage class's name is: the display is free text its sender fills as
+// it likes. h-outside3 found the biller's view releasing it whole
+// (a home care agency's display with the patient's MRN and telephone).
+func TestBillingViewScrubsTheServiceProviderDisplay(t *testing.T) {
+	in := `{"resourceType":"Encounter","id":"e","status":"finished","class":{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HH"},` +
+		`"subject":{"reference":"Patient/p"},"serviceProvider":{"reference":"Organization/o","display":"Harrowgate Home Care, MRN 66330217, call 555-310-4477"}}`
+	out := string(billingView(t, defaultEngine(t), "encounter", []byte(in)))
+	for _, c := range []string{"66330217", "555-310-4477"} {
+		if strings.Contains(out, c) {
+			t.Errorf("the biller's view holds %q: %s", c, out)
+		}
+	}
+	for _, k := range []string{`"display":"Harrowgate Home Care`, `"reference":"Organization/o"`, `"code":"HH"`} {
+		if !strings.Contains(out, k) {
+			t.Errorf("the biller's view lost %s: %s", k, out)
+		}
+	}
+}

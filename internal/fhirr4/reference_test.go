@@ -128,7 +128,9 @@ func TestCheckAgreesWithReference(t *testing.T) {
 	for i, f := range all {
 		raws[i] = f.raw
 	}
-	// In batches: node cuts a long report short on a pipe.
+	// In batches, each report of a bounded size (until h-outside3 node cut
+	// a report longer than a pipe's buffer short; validators
+	// TestFHIRReportsInFullOnAPipe).
 	const batch = 100
 	refInvalid := map[int]string{}
 	for lo := 0; lo < len(raws); lo += batch {

@@ -127,6 +127,7 @@ billing_obligations := {
 		{"op": "remove", "path": "/identifier"},
 		{"op": "remove", "path": "/text"},
 		{"op": "remove", "path": "/participant/*/individual/display"},
+		{"op": "scrub", "path": "/serviceProvider/display"},
 		{"op": "allow", "path": "", "fn": concat(",", billing_encounter_elements)},
 	],
 }
@@ -193,7 +194,7 @@ billing_coverage_elements := [p |
 
 # The Encounter elements a biller reads (FHIR R4 Encounter), references as
 # for Coverage (the service provider keeps its display, the facility's
-# name). Codes as billing_concept and billing_coding keep them: class,
+# name, scrubbed of identifier patterns as a Coverage class's name is). Codes as billing_concept and billing_coding keep them: class,
 # type, serviceType, priority (837I's admission type), reasonCode, a
 # diagnosis's use, a participant's type, a location's physicalType,
 # hospitalization's admitSource, reAdmission and dischargeDisposition

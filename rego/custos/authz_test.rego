@@ -225,7 +225,7 @@ test_billing_coverage_minimized if {
 test_billing_encounter_minimized if {
 	d := decide(billing, "HPAYMT", res("encounter", patient_b))
 	d.allow
-	obligation_paths(d) == {"/subject/display", "/identifier", "/text", "/participant/*/individual/display", ""}
+	obligation_paths(d) == {"/subject/display", "/identifier", "/text", "/participant/*/individual/display", "/serviceProvider/display", ""}
 	kept := billing_allowed(d)
 	every e in ["/subject/reference", "/period", "/class/code", "/class/system", "/type/*/coding/*/code",
 		"/reasonCode/*/coding/*/code", "/priority/coding/*/code", "/hospitalization/dischargeDisposition/coding/*/code",
