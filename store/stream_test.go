@@ -577,8 +577,14 @@ func TestImportEntriesEncrypted(t *testing.T) {
 	if err != nil || rep.Created != 5 {
 		t.Fatalf("%+v %v", rep, err)
 	}
-	if fileHolds(t, path, "MRN-004711 is") || fileHolds(t, path, "Doe") {
-		t.Error("plaintext content in an encrypted catalog")
+	// Canaries long enough that ciphertext cannot hold one by chance: a bare
+	// "Doe" (3 bytes) turned up in the file's random bytes about once in
+	// 700 runs (3 of 2,000 at 4fe62b8, 1 of 2,000 at its successor; a
+	// fresh-clone CI run failed on it).
+	for _, plain := range []string{"MRN-004711 is", `"family":"Doe"`, "Jane Doe's vitals", "Doe 555-1234"} {
+		if fileHolds(t, path, plain) {
+			t.Errorf("plaintext content %q in an encrypted catalog", plain)
+		}
 	}
 	s, err := Open(path, Options{ReadOnly: true, DataKeys: dk})
 	if err != nil {
