@@ -2,6 +2,7 @@ package fhirr4
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -191,4 +192,54 @@ var requiredCases = []invalid{
 	{"a required element of a backbone", obs(`,"component":[{"valueString":"x"}]`), Required, "Observation.component[0].code"},
 	{"a required element of a complex type", obs(`,"extension":[{"valueString":"x"}]`), Required, "Observation.extension[0].url"},
 	{"a required element of a contained resource", obs(`,"contained":[{"resourceType":"Observation","code":{"text":"x"}}]`), Required, "Observation.contained[0].status"},
+}
+
+// TestIsElementNameAgreesWithRegexp: the hand-written check agrees with
+// elementName, the plain regexp it replaces on the hot path, on the edge
+// cases and on random names.
+func TestIsElementNameAgreesWithRegexp(t *testing.T) {
+	cases := []string{"", "a", "_", "_a", "a1", "1a", "valueQuantity", "a-b", "a.b", "a b", "ä", "a\x00",
+		strings.Repeat("a", 63), strings.Repeat("a", 64), strings.Repeat("a", 65), "A" + strings.Repeat("9", 63), "_" + strings.Repeat("9", 64)}
+	r := rand.New(rand.NewPCG(1, 2))
+	const alphabet = "aZ_09-.é \x00"
+	for range 20000 {
+		b := make([]byte, r.IntN(70))
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		cases = append(cases, string(b))
+	}
+	for _, c := range cases {
+		if got, want := isElementName(c), elementName.MatchString(c); got != want {
+			t.Errorf("isElementName(%q) = %v, the regexp says %v", c, got, want)
+		}
+	}
+}
+
+// TestFormatFastPathsAgree: matchFormat's hand-written checks agree with
+// the R4 regexps (formats), the plain version they replace, on edge cases
+// and on random strings over an alphabet of the characters that matter.
+func TestFormatFastPathsAgree(t *testing.T) {
+	cases := []string{"", " ", "a", " a", "a ", "a  b", "a b", "a\tb", "a\u00a0b", "é", "\xff", "AAAA", " AAAA ", "AAA", "AAAA AAAA",
+		"AA AA", "AAAA\n", "====", "AB+/", "AB-_", strings.Repeat("a", 64), strings.Repeat("a", 65), "a.b-c", "http://x/y z"}
+	r := rand.New(rand.NewPCG(3, 4))
+	const alphabet = "aZ09+/=-._ \t\n\r\f\v\xffé"
+	for range 50000 {
+		b := make([]byte, r.IntN(12))
+		if r.IntN(10) == 0 {
+			b = make([]byte, 60+r.IntN(10))
+		}
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		cases = append(cases, string(b))
+	}
+	for _, typ := range []string{"uri", "url", "canonical", "id", "code", "base64Binary"} {
+		re := formats[typ]
+		for _, c := range cases {
+			if got, want := matchFormat(typ, re, c), re.MatchString(c); got != want {
+				t.Errorf("%s %q: the fast path says %v, the regexp %v", typ, c, got, want)
+			}
+		}
+	}
 }
