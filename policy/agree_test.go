@@ -178,7 +178,7 @@ decisions := [one(it.resource) | some it in input.items] if not slow_page
 // policy names, on which such a rule decides as it does on the real URI.
 func TestURIDisagreementIsRefusedAtLoad(t *testing.T) {
 	const vip = "fhir://t/patients/vip/"
-	for name, p := range map[string]string{
+	refusedAtLoad(t, map[string]string{
 		"the read denies, the list allows": `decision := {"allow": false, "reasons": ["vip"], "obligations": []} if startswith(input.resource.uri, "` + vip + `")
 else := {"allow": true, "reasons": [], "obligations": []}
 
@@ -189,13 +189,20 @@ decisions := [d(item) | some item in input.items]
 
 d(item) := {"allow": false, "reasons": ["vip"], "obligations": []} if contains(item.resource.uri, "/vip/")
 else := {"allow": true, "reasons": [], "obligations": []}`,
-	} {
+	})
+}
+
+// refusedAtLoad loads each policy (Rego after the package line) and
+// requires the check every load makes (CheckBatch) to refuse it as a list
+// rule that disagrees with the read rule.
+func refusedAtLoad(t *testing.T, policies map[string]string) {
+	t.Helper()
+	for name, p := range policies {
 		t.Run(name, func(t *testing.T) {
 			e, err := Load(context.Background(), fstest.MapFS{"p.rego": {Data: []byte("package custos.authz\n\n" + p + "\n")}}, Options{Timeout: testTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
-			// CheckBatch is the check every load (vet) makes.
 			if err := CheckBatch(context.Background(), e); !errors.Is(err, ErrBatchDisagrees) {
 				t.Fatalf("CheckBatch: %v, want ErrBatchDisagrees", err)
 			}
@@ -375,7 +382,7 @@ func TestDefaultPolicyDecidesTheGrid(t *testing.T) {
 // a policy passed the check: its lists would show a patient's home that
 // its reads refuse, or the reverse.
 func TestResidenceDisagreementIsRefusedAtLoad(t *testing.T) {
-	for name, p := range map[string]string{
+	refusedAtLoad(t, map[string]string{
 		"the read denies, the list allows": `decision := {"allow": false, "reasons": ["home"], "obligations": []} if "residence" in input.resource.sensitivity
 else := {"allow": true, "reasons": [], "obligations": []}
 
@@ -386,15 +393,5 @@ decisions := [d(item) | some item in input.items]
 
 d(item) := {"allow": false, "reasons": ["home"], "obligations": []} if "residence" in item.resource.sensitivity
 else := {"allow": true, "reasons": [], "obligations": []}`,
-	} {
-		t.Run(name, func(t *testing.T) {
-			e, err := Load(context.Background(), fstest.MapFS{"p.rego": {Data: []byte("package custos.authz\n\n" + p + "\n")}}, Options{Timeout: testTimeout})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := CheckBatch(context.Background(), e); !errors.Is(err, ErrBatchDisagrees) {
-				t.Fatalf("CheckBatch: %v, want ErrBatchDisagrees", err)
-			}
-		})
-	}
+	})
 }

@@ -1,13 +1,8 @@
 package rego_test
 
 import (
-	"context"
 	"strings"
 	"testing"
-
-	"github.com/custos-mcp/custos/minimize"
-	"github.com/custos-mcp/custos/policy"
-	"github.com/custos-mcp/custos/store/synth"
 )
 
 // TestBillingViewDropsExtensionsInsideKeptElements: the biller's view keeps
@@ -19,8 +14,6 @@ import (
 // extensions with it. A modifierExtension stays (R4 forbids reading an
 // element as if its modifier were absent: TestBillingViewKeepsNestedModifierExtensions).
 func TestBillingViewDropsExtensionsInsideKeptElements(t *testing.T) {
-	biller := policy.NewSubject(policy.Principal{Sub: "bob.billing", Roles: []string{"billing"},
-		ClientID: "claims-assistant", Tenant: synth.DefaultTenant})
 	e := defaultEngine(t)
 	ext := func(v string) string { return `"extension":[{"url":"http://example.org/x","valueString":"` + v + `"}]` }
 	for _, c := range []struct {
@@ -43,15 +36,7 @@ func TestBillingViewDropsExtensionsInsideKeptElements(t *testing.T) {
 			[]string{`"valueMoney":{"currency":"USD","value":20}`, `"period":{"start":"2024-01-01"}`, `"code":"copay"`}},
 	} {
 		t.Run(c.typ, func(t *testing.T) {
-			dec, err := e.Decide(context.Background(), policy.Input{Subject: biller, PurposeOfUse: "HPAYMT", Action: policy.ActionRead,
-				Resource: &policy.Resource{Type: c.typ, Patient: "p", Tenant: synth.DefaultTenant}})
-			if err != nil || !dec.Allow {
-				t.Fatalf("Decide: %+v %v", dec, err)
-			}
-			out, err := minimize.Apply("application/fhir+json", []byte(c.in), dec.Obligations, minimize.Options{Now: synth.DefaultNow})
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := billingView(t, e, c.typ, []byte(c.in))
 			for _, g := range c.gone {
 				if !strings.Contains(c.in, g) {
 					t.Errorf("positive control: %q is not in the input", g)
