@@ -42,13 +42,13 @@ func (a *App) prepareTransport(ctx context.Context) error {
 	case h.Tokens != nil:
 		a.tokens = h.Tokens
 	default:
-		t, err := server.LoadTokenFile(h.TokensFile)
+		t, err := server.LoadTokenFile(h.TokensFile, a.log)
 		if err != nil {
 			return err
 		}
 		if n := t.Unexpiring(); n > 0 && !a.o.Dev {
-			// Once, at start (the file is read only then). The count and
-			// the path: no digest, no principal.
+			// Once, at start (a reload logs its counts). The count and the
+			// path: no digest, no principal.
 			a.log.Warn("token file holds bearer tokens that never expire: give each an expiry ('custos token new --ttl 720h', then remove the old entry) or use OAuth (--oauth-issuer)",
 				"file", h.TokensFile, "tokens_without_expiry", n)
 		}
@@ -65,6 +65,16 @@ func (a *App) prepareTransport(ctx context.Context) error {
 		a.tlsConfig = cr.TLSConfig(h.TLS12)
 	}
 	return nil
+}
+
+// ReloadTokens reloads the dev token file now if it changed (SIGHUP; the
+// server also checks it once a second). With an error the tokens loaded
+// before stay in force; without a token file there is nothing to reload.
+func (a *App) ReloadTokens() error {
+	if a.tokens == nil {
+		return nil
+	}
+	return a.tokens.Reload()
 }
 
 // listen binds the MCP and the ops listeners; serving starts with Serve.

@@ -2,8 +2,10 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"time"
 
 	"github.com/custos-mcp/custos/store"
@@ -109,3 +111,13 @@ func (s *Server) RoutedHandler(sdk func(name string) http.Handler, method func([
 // EmptyURIForTest is the stand-in emptyName puts in place of an empty
 // uri.
 func EmptyURIForTest(s *Server) string { return s.emptyURI }
+
+// DevTokenIdentity is the Identity toks gives token's bearer, as the HTTP
+// handler sees it (with the credential a subscription checks).
+func DevTokenIdentity(toks *Tokens, token string) (Identity, error) {
+	info, err := toks.Verify(context.Background(), token, httptest.NewRequest("POST", "/mcp", nil))
+	if err != nil {
+		return Identity{}, err
+	}
+	return info.Extra[tokenInfoKey].(Identity), nil
+}

@@ -9,9 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -31,6 +34,17 @@ type Identity struct {
 
 	session string    // MCP session id of the request being served
 	expires time.Time // when the credential expires (OAuth exp); zero: never
+
+	// The dev token the caller authenticated with (nil otherwise): a
+	// subscription's notifications stop when it leaves the token file.
+	tokens *Tokens
+	cred   *tokenEntry
+}
+
+// revoked reports whether the dev token id authenticated with is no longer
+// in its token file as it was (revoked, or its entry edited).
+func (id Identity) revoked() bool {
+	return id.tokens != nil && !id.tokens.holds(id.cred)
 }
 
 // principalFile is the on-disk form of an identity, shared by the stdio
@@ -115,6 +129,19 @@ type TokenEntry struct {
 	ExpiresAt string `json:"expires_at,omitempty"`
 }
 
+// Identity is the identity e stands for (principal and purpose of use),
+// checked as a token file's entry is.
+func (e TokenEntry) Identity() (Identity, error) {
+	var p principalFile
+	if err := decodeStrict(e.Principal, &p); err != nil {
+		return Identity{}, fmt.Errorf("%w: principal: %v", ErrBadConfig, err)
+	}
+	return p.identity("")
+}
+
+// Expires is e's ExpiresAt as a time (zero: the token never expires).
+func (e TokenEntry) Expires() (time.Time, error) { return parseExpiresAt(e.ExpiresAt) }
+
 // MinTokenLength is the shortest bearer token accepted into a token file.
 const MinTokenLength = 32
 
@@ -125,23 +152,56 @@ func HashToken(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Tokens verifies dev bearer tokens. Build it with LoadTokenFile.
+// Tokens verifies dev bearer tokens. Build it with LoadTokenFile (which
+// reloads the file when it changes) or ParseTokenFile.
+//
+// Invariant: a request is verified against one token set, the file as it
+// was at its last successful load; a reload replaces the set whole. A file
+// that no longer loads (unreadable, or invalid after an edit) leaves the
+// previous set in force and is logged at error level, once per change.
 type Tokens struct {
-	byHash map[[32]byte]tokenEntry
-	now    func() time.Time // the clock expiries are checked on
+	cur atomic.Pointer[tokenSet]
+	now func() time.Time // the clock expiries are checked on
+	src *tokenSource     // nil: not read from a file, never reloaded
 }
 
-// tokenEntry is a validated TokenEntry.
+// tokenSet is one load of a token file.
+type tokenSet struct {
+	byHash map[[32]byte]*tokenEntry
+}
+
+// tokenEntry is a validated TokenEntry. A reload keeps the *tokenEntry of
+// an entry whose token, principal and expiry are unchanged, so that a
+// credential (Identity.cred) stays current exactly as long as its entry
+// stays in the file unchanged.
 type tokenEntry struct {
+	key       [32]byte
+	raw       string // the principal as written, compacted
 	principal principalFile
 	expires   time.Time // zero: never
 }
+
+// tokenSource is the file a Tokens was loaded from, checked for a change at
+// most once a second, on a request.
+type tokenSource struct {
+	path string
+	log  *slog.Logger
+	next atomic.Int64 // unix nanoseconds from which the next check is due
+
+	mu      sync.Mutex // one check at a time
+	stat    os.FileInfo
+	failing bool // the last check could not load the file
+}
+
+// tokenCheckInterval is how often a served token file is checked for a
+// change.
+const tokenCheckInterval = time.Second
 
 // Unexpiring is how many of the file's tokens have no expires_at: tokens
 // that verify until they are removed from the file.
 func (t *Tokens) Unexpiring() int {
 	n := 0
-	for _, e := range t.byHash {
+	for _, e := range t.cur.Load().byHash {
 		if e.expires.IsZero() {
 			n++
 		}
@@ -151,20 +211,55 @@ func (t *Tokens) Unexpiring() int {
 
 // LoadTokenFile reads and validates a TokenFile. Every entry must be valid;
 // an invalid file changes nothing and is reported with the entry's index.
-func LoadTokenFile(path string) (*Tokens, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: token file: %v", ErrBadConfig, err)
+// The Tokens it returns reloads the file when it changes (its modification
+// time, size or inode; checked at most once a second, on a request, and at
+// once by Reload), so that a token added or revoked ('custos token new',
+// 'custos token revoke') takes effect without a restart. log (nil: quiet)
+// hears of reloads and of a file that no longer loads.
+func LoadTokenFile(path string, log *slog.Logger) (*Tokens, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	t, err := ParseTokenFile(data)
+	fi, set, err := readTokenFile(path, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%w (in %s)", err, path)
+		return nil, err
 	}
+	t := &Tokens{now: time.Now, src: &tokenSource{path: path, log: log, stat: fi}}
+	t.cur.Store(set)
+	t.src.next.Store(time.Now().Add(tokenCheckInterval).UnixNano())
 	return t, nil
 }
 
-// ParseTokenFile is LoadTokenFile on bytes.
+// readTokenFile stats and parses path; entries unchanged from prev keep
+// their *tokenEntry.
+func readTokenFile(path string, prev *tokenSet) (os.FileInfo, *tokenSet, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: token file: %v", ErrBadConfig, err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: token file: %v", ErrBadConfig, err)
+	}
+	set, err := parseTokenSet(data, prev)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (in %s)", err, path)
+	}
+	return fi, set, nil
+}
+
+// ParseTokenFile is LoadTokenFile on bytes, without reloading.
 func ParseTokenFile(data []byte) (*Tokens, error) {
+	set, err := parseTokenSet(data, nil)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tokens{now: time.Now}
+	t.cur.Store(set)
+	return t, nil
+}
+
+func parseTokenSet(data []byte, prev *tokenSet) (*tokenSet, error) {
 	var tf TokenFile
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf("%w: token file: empty (want {\"tokens\": [...]}, as custos token new writes it)", ErrBadConfig)
@@ -181,7 +276,7 @@ func ParseTokenFile(data []byte) (*Tokens, error) {
 	if err := json.Unmarshal(data, &keys); err != nil {
 		return nil, fmt.Errorf("%w: token file: %v", ErrBadConfig, err)
 	}
-	t := &Tokens{byHash: map[[32]byte]tokenEntry{}, now: time.Now}
+	set := &tokenSet{byHash: make(map[[32]byte]*tokenEntry, len(tf.Tokens))}
 	for i, e := range tf.Tokens {
 		h, err := hex.DecodeString(e.TokenSHA256)
 		if err != nil || len(h) != 32 {
@@ -202,12 +297,99 @@ func ParseTokenFile(data []byte) (*Tokens, error) {
 			return nil, fmt.Errorf("%w: token file: tokens[%d].expires_at: %v", ErrBadConfig, i, err)
 		}
 		key := [32]byte(h)
-		if _, dup := t.byHash[key]; dup {
+		if _, dup := set.byHash[key]; dup {
 			return nil, fmt.Errorf("%w: token file: tokens[%d]: duplicate token", ErrBadConfig, i)
 		}
-		t.byHash[key] = tokenEntry{principal: p, expires: exp}
+		var raw bytes.Buffer
+		if err := json.Compact(&raw, e.Principal); err != nil {
+			return nil, fmt.Errorf("%w: token file: tokens[%d].principal: %v", ErrBadConfig, i, err)
+		}
+		entry := &tokenEntry{key: key, raw: raw.String(), principal: p, expires: exp}
+		if prev != nil {
+			if old := prev.byHash[key]; old != nil && old.raw == entry.raw && old.expires.Equal(entry.expires) {
+				entry = old
+			}
+		}
+		set.byHash[key] = entry
 	}
-	return t, nil
+	return set, nil
+}
+
+// maybeReload checks the token file for a change once tokenCheckInterval
+// has passed since the last check; one caller checks, the others go on
+// with the current set.
+func (t *Tokens) maybeReload() {
+	src := t.src
+	if src == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	next := src.next.Load()
+	if now < next || !src.next.CompareAndSwap(next, now+int64(tokenCheckInterval)) {
+		return
+	}
+	t.reload(false)
+}
+
+// Reload loads the token file now if it changed (SIGHUP). It returns the
+// error that kept the previous tokens in force, nil if the file loaded or
+// did not change; a Tokens not read from a file has nothing to reload.
+func (t *Tokens) Reload() error {
+	if t.src == nil {
+		return nil
+	}
+	t.src.next.Store(time.Now().Add(tokenCheckInterval).UnixNano())
+	return t.reload(true)
+}
+
+func (t *Tokens) reload(force bool) error {
+	src := t.src
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	fi, err := os.Stat(src.path)
+	if err == nil && os.SameFile(fi, src.stat) && fi.ModTime().Equal(src.stat.ModTime()) && fi.Size() == src.stat.Size() && !(force && src.failing) {
+		return nil // unchanged
+	}
+	prev := t.cur.Load()
+	var set *tokenSet
+	if err == nil {
+		fi, set, err = readTokenFile(src.path, prev)
+	} else {
+		err = fmt.Errorf("%w: token file: %v", ErrBadConfig, err)
+	}
+	if err != nil {
+		if !src.failing || force {
+			// The error names the file and the entry's index, never a
+			// digest or a principal.
+			src.log.Error("token file changed but does not load; the tokens loaded before stay in force until it does", "file", src.path, "err", err)
+		}
+		src.failing = true
+		return err
+	}
+	added, removed := 0, 0
+	for k, e := range set.byHash {
+		if prev.byHash[k] != e {
+			added++
+		}
+	}
+	for k, e := range prev.byHash {
+		if set.byHash[k] != e {
+			removed++
+		}
+	}
+	src.stat, src.failing = fi, false
+	t.cur.Store(set)
+	if added+removed > 0 {
+		src.log.Info("token file reloaded", "file", src.path, "tokens", len(set.byHash), "added_or_changed", added, "removed_or_changed", removed)
+	}
+	return nil
+}
+
+// holds reports whether e is still an entry of the current set, unchanged:
+// false once its token was revoked or its principal or expiry edited.
+func (t *Tokens) holds(e *tokenEntry) bool {
+	t.maybeReload()
+	return t.cur.Load().byHash[e.key] == e
 }
 
 // parseExpiresAt parses a TokenEntry's ExpiresAt: empty is never (the zero
@@ -236,11 +418,12 @@ const tokenInfoKey = "custos.identity"
 // auth/reject record tells it apart, as "http_401,invalid_token,expired"
 // (an OAuth token's expiry is recorded alike).
 func (t *Tokens) Verify(_ context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+	t.maybeReload()
 	sum := sha256.Sum256([]byte(token))
 	var found *tokenEntry
-	for h, e := range t.byHash {
+	for h, e := range t.cur.Load().byHash {
 		if subtle.ConstantTimeCompare(h[:], sum[:]) == 1 {
-			found = &e
+			found = e
 		}
 	}
 	if found == nil {
@@ -258,7 +441,8 @@ func (t *Tokens) Verify(_ context.Context, token string, r *http.Request) (*auth
 	if err != nil {
 		return nil, auth.ErrInvalidToken
 	}
-	id.expires = found.expires // a subscription's notifications stop then too
+	id.expires = found.expires    // a subscription's notifications stop then too
+	id.tokens, id.cred = t, found // and when the token is revoked
 	exp := found.expires
 	if exp.IsZero() {
 		exp = t.now().Add(time.Hour) // a token without expires_at never expires; the SDK requires a value

@@ -70,7 +70,7 @@ func TestLoadTokenFileNamesTheFile(t *testing.T) {
 		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := LoadTokenFile(p)
+		_, err := LoadTokenFile(p, nil)
 		if !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), p) {
 			t.Errorf("%q: %v, want ErrBadConfig naming %s and %q", content, err, p, want)
 		}

@@ -89,6 +89,10 @@ const (
 	// ReasonTokenExpired: a subscriber's access token expired; the
 	// notification is withheld. Outcome deny.
 	ReasonTokenExpired = "token_expired"
+	// ReasonTokenRevoked: a subscriber's dev token left the token file
+	// (custos token revoke) or its entry changed; the notification is
+	// withheld. Outcome deny.
+	ReasonTokenRevoked = "token_revoked"
 	// ReasonBadCompletion: a completion request is malformed (no ref, a
 	// value too long). Outcome deny.
 	ReasonBadCompletion = "bad_completion"

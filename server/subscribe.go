@@ -444,14 +444,20 @@ func (s *Server) auditRetired(ctx context.Context, removed []string, patients ma
 // notifyDecision decides and audits one notification; true means it may be
 // sent.
 func (s *Server) notifyDecision(ctx context.Context, t target, uri string) bool {
-	if !t.id.expires.IsZero() && !s.now().Before(t.id.expires) {
-		// The access token the subscriber authenticated with has expired:
-		// its claims (care team, roles) can no longer be trusted as current.
+	expired := !t.id.expires.IsZero() && !s.now().Before(t.id.expires)
+	if expired || t.id.revoked() {
+		// The access token the subscriber authenticated with has expired,
+		// or was revoked (its dev token left the token file): its claims
+		// (care team, roles) can no longer be trusted as current.
 		e := s.entry(ctx, t.id, ActionNotify)
 		if u, perr := store.ParseURI(uri); perr == nil {
 			e.URIs, e.Patients = []string{uri}, patientList(s.patientOf(u))
 		}
-		if err := s.refuse(ctx, e, audit.OutcomeDeny, ReasonTokenExpired, nil); err != nil {
+		reason := ReasonTokenExpired
+		if !expired {
+			reason = ReasonTokenRevoked
+		}
+		if err := s.refuse(ctx, e, audit.OutcomeDeny, reason, nil); err != nil {
 			s.log.Error("auditing a withheld notification failed", "err", err)
 		}
 		return false

@@ -551,6 +551,17 @@ func TestUnsubscribeOfANonSubscriptionNamesNoPatient(t *testing.T) {
 	}
 }
 
+// notifyReasons is the outcome:reason of every notify record from start,
+// sorted.
+func (lf *liveFixture) notifyReasons(start int) []string {
+	var reasons []string
+	for _, r := range lf.actions(start, server.ActionNotify) {
+		reasons = append(reasons, r.Outcome+":"+r.Reason)
+	}
+	slices.Sort(reasons)
+	return reasons
+}
+
 // A subscriber whose access token has expired is not notified (its claims,
 // care team included, are no longer current): the refusal is audited and
 // the subscription dropped, while a subscriber with a valid credential is
@@ -572,16 +583,73 @@ func TestNoNotificationAfterTheTokenExpired(t *testing.T) {
 	lf.reimport([]store.ManifestEntry{e}, map[string][]byte{e.URI: lf.newContent(e, 2)})
 	b.got(t, "clinician", e.URI)
 	a.none(t, "clinician with an expired token")
-	var reasons []string
-	for _, r := range lf.actions(start, server.ActionNotify) {
-		reasons = append(reasons, r.Outcome+":"+r.Reason)
-	}
-	slices.Sort(reasons)
+	reasons := lf.notifyReasons(start)
 	if len(reasons) != 2 || reasons[0] != "allow:clinician_care_team" || reasons[1] != "deny:token_expired" {
 		t.Fatalf("notify records %v", reasons)
 	}
 	if n := lf.srv.Subscriptions(); n != 1 {
 		t.Fatalf("Subscriptions() = %d, want 1 (the expired one dropped)", n)
+	}
+}
+
+// A subscriber whose dev token was revoked (its entry removed from the
+// token file, which the server reloads) is not notified, as one whose token
+// expired is not: the refusal is audited (token_revoked) and the
+// subscription dropped, while a subscriber whose token stays is told.
+// Before the token file was reloaded (2026-12-07) nothing could revoke a
+// dev token short of a restart.
+func TestNoNotificationAfterTheTokenWasRevoked(t *testing.T) {
+	lf := newLiveFixture(t)
+	principal, err := os.ReadFile(filepath.Join(lf.seedDir, "principals", "clinician.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, revoked := strings.Repeat("k", 43), strings.Repeat("r", 43)
+	entry := func(tok string) string {
+		return `{"token_sha256":"` + server.HashToken(tok) + `","principal":` + string(principal) + `}`
+	}
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	if err := os.WriteFile(path, []byte(`{"tokens":[`+entry(kept)+`,`+entry(revoked)+`]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	toks, err := server.LoadTokenFile(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws []*watcher
+	for _, tok := range []string{kept, revoked} {
+		id, err := server.DevTokenIdentity(toks, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, lf.connectAs(id, "2025-11-25"))
+	}
+	e := lf.entry(lf.identity("clinician"), "encounter")
+	for _, w := range ws {
+		if err := w.cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: e.URI}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := path + ".new"
+	if err := os.WriteFile(next, []byte(`{"tokens":[`+entry(kept)+`]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(next, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := toks.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	start := len(lf.records())
+	lf.reimport([]store.ManifestEntry{e}, map[string][]byte{e.URI: lf.newContent(e, 2)})
+	ws[0].got(t, "clinician", e.URI)
+	ws[1].none(t, "clinician with a revoked token")
+	reasons := lf.notifyReasons(start)
+	if len(reasons) != 2 || reasons[0] != "allow:clinician_care_team" || reasons[1] != "deny:token_revoked" {
+		t.Fatalf("notify records %v", reasons)
+	}
+	if n := lf.srv.Subscriptions(); n != 1 {
+		t.Fatalf("Subscriptions() = %d, want 1 (the revoked one dropped)", n)
 	}
 }
 

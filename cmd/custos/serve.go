@@ -28,7 +28,7 @@ const principalEnv = "CUSTOS_PRINCIPAL_FILE"
 
 // newServeCmd maps serve's flags and configuration file onto app.Options
 // (config.AppOptions), which app validates, and runs the assembly until a
-// signal. SIGHUP reloads the policy.
+// signal. SIGHUP reloads the policy (and the token file, at once).
 func newServeCmd() *cobra.Command {
 	var configPath string
 	cmd := &cobra.Command{
@@ -205,6 +205,9 @@ func runServe(ctx context.Context, o app.Options) error {
 				return
 			case <-hup:
 				reloadPolicy(sctx, a, o.Logger)
+				// The token file reloads itself when it changes; SIGHUP
+				// checks at once (a failure is logged by the reload).
+				_ = a.ReloadTokens()
 			}
 		}
 	}()
