@@ -27,12 +27,17 @@ rather verifies OAuth 2.1 access tokens from the hospital's identity provider
 ('custos serve --oauth-issuer ... --oauth-audience ...'; docs/operations.md).
 
 Give each token an expiry with --ttl: serve warns at start, outside --dev,
-when its token file holds tokens that never expire.
+when its token file holds tokens that never expire. A serving custos reloads
+the file within a second of a change (at once on SIGHUP): a token revoked
+with 'custos token revoke' is refused from then on, and a subscription made
+with it gets no further notification.
 
-Example:
-  custos token new --principal ./synthetic/principals/clinician.json --tokens ./tokens.json --ttl 720h`,
+Examples:
+  custos token new --principal ./synthetic/principals/clinician.json --tokens ./tokens.json --ttl 720h
+  custos token list --tokens ./tokens.json
+  custos token revoke --tokens ./tokens.json --id 3f2a9c1b`,
 	}
-	return commandGroup(cmd, newTokenNewCmd())
+	return commandGroup(cmd, newTokenNewCmd(), newTokenListCmd(), newTokenRevokeCmd())
 }
 
 func newTokenNewCmd() *cobra.Command {
@@ -49,9 +54,9 @@ stdout. The token is not stored anywhere: keep it in the client's secret store.
 With --ttl the entry carries "expires_at" (now + ttl, whole seconds, UTC):
 from then on serve refuses the token as it refuses an unknown one (401),
 and its audit record reads http_401,invalid_token,expired. Without --ttl
-(or --ttl 0) the token never expires; mint a new one and remove the old
-entry by hand to rotate it. Serve reads the file once, at start: restart
-it after a change.
+(or --ttl 0) the token never expires; to rotate it, mint a new one and
+revoke the old ('custos token revoke'). A serving custos picks the new token
+up within a second (at once on SIGHUP).
 
 Example:
   custos token new --principal ./synthetic/principals/clinician.json --tokens ./tokens.json --ttl 720h`,
