@@ -30,10 +30,10 @@ func TestReadOutside4Examples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 16 || types["Patient"] != 8 || types["Coverage"] != 2 || types["Encounter"] != 3 || types["Observation"] != 2 || types["Condition"] != 1 {
-		t.Errorf("read %d items %v, want 16: 8 Patients, 2 Coverages, 3 Encounters, 2 Observations, a Condition", n, types)
+	if n != 18 || types["Patient"] != 9 || types["Coverage"] != 3 || types["Encounter"] != 3 || types["Observation"] != 2 || types["Condition"] != 1 {
+		t.Errorf("read %d items %v, want 18: 9 Patients, 3 Coverages, 3 Encounters, 2 Observations, a Condition", n, types)
 	}
-	for _, p := range []string{"uk-o4", "de-o4", "nl-o4", "au-o4", "ca-o4", "ch-o4", "fr-o4", "jp-o4"} {
+	for _, p := range []string{"uk-o4", "de-o4", "VSDMPatient-GKV-V731904826", "nl-o4", "au-o4", "ca-o4", "ch-o4", "fr-o4", "jp-o4"} {
 		if !patients[p] {
 			t.Errorf("no item in the compartment of Patient/%s (compartments read: %v)", p, patients)
 		}

@@ -16,13 +16,14 @@ import (
 // extensions, a maiden name, a call name in _given, kanji and kana),
 // national numbers (NHS number, KVNR, BSN, IHI, Medicare, DVA, Ontario
 // and Québec health numbers, AHVN13, INS-NIR, a Japanese insured-person
-// number), streets and house numbers (also in address-line extensions),
+// number; a KVNR in the ids of a Patient and her Coverage, as gematik's
+// VSDM 2 examples write them), streets and house numbers (also in address-line extensions),
 // post boxes, towns, postal codes, telephone numbers (also in full-width
 // and kanji digits), birth places and full dates of birth.
 var outside4Canaries = []string{
 	"Ottoline", "Brackenbury", "9434765919", "943 476 5919", "727318", "Quillfeather", "Wenlock", "TF13", "1958-03-21",
 	"Wilhelmine", "Rabenhorst", "Kühnapfel", "K482917365", "PID-7730291", "881742", "Lerchenfeld", "Hinterhaus",
-	"Wunsiedel", "95632", "710438", "1949-10-02", "FALL-DE-O4", "ABR-K48",
+	"Wunsiedel", "95632", "710438", "1949-10-02", "FALL-DE-O4", "ABR-K48", "V731904826", "Ostersiek", "1953-07-29",
 	"Geertruida", "Truus", "Dieperink", "Oudemolen", "271836451", "293817", "Sloterkade", "Ootmarsum", "7631 CB", "1961-07-30",
 	"Bronwyn", "Tarrant", "8003608166690503", "69514496771", "NBUR9080", "0491 570", "Wombeyan", "Taralga", "Crookwell",
 	"Quartermaine", "1944-12-05",
@@ -95,7 +96,7 @@ func TestOutside4Examples(t *testing.T) {
 			},
 			kept: []string{`"subscriberId":"***7365"`, `"code":"IMP"`, `"code":"GKV"`, `"code":"einrichtungskontakt"`}},
 		{name: "researcher", p: policy.Principal{Roles: []string{"researcher"}}, purpose: "HRESCH", reads: everything,
-			kept: []string{`"birthDate":"1949"`, `"birthDate":"1948"`, `"country":"JP"`, `"country":"CH"`, `"code":"fr-CA"`,
+			kept: []string{`"birthDate":"1949"`, `"birthDate":"1948"`, `"birthDate":"1953"`, `"country":"JP"`, `"country":"CH"`, `"code":"fr-CA"`,
 				`"code":"de-CH"`, `"code":"271649006"`, `"code":"29463-7"`, `"code":"EHCPOL"`}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
