@@ -25,10 +25,10 @@ func TestBillingViewDropsExtensionsInsideKeptElements(t *testing.T) {
 			`"class":{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"IMP",` + ext("Jane Canary") + `},` +
 			`"period":{"start":"2024-03-01",` + ext("MRN 77441123") + `},` +
 			`"statusHistory":[{"status":"arrived","period":{"start":"2024-03-01"},` + ext("555-867-5309") + `}],` +
-			`"subject":{"reference":"Patient/p",` + ext("Subject Canary") + `},` +
+			`"subject":{"reference":"Patient/p","type":"Patient",` + ext("Subject Canary") + `},` +
 			`"diagnosis":[{"condition":{"reference":"Condition/c"},"use":{"coding":[{"code":"AD",` + ext("Dx Canary") + `}]},"rank":1}]}`,
 			[]string{"Status Canary", "Jane Canary", "77441123", "555-867-5309", "Subject Canary", "Dx Canary", `"extension"`, `"_status"`},
-			[]string{`"code":"IMP"`, `"period":{"start":"2024-03-01"}`, `"status":"arrived"`, `"reference":"Patient/p"`, `"code":"AD"`}},
+			[]string{`"code":"IMP"`, `"period":{"start":"2024-03-01"}`, `"status":"arrived"`, `"subject":{"type":"Patient"}`, `"code":"AD"`}},
 		{"coverage", `{"resourceType":"Coverage","id":"c","status":"active","beneficiary":{"reference":"Patient/p"},"payor":[{"reference":"Organization/o"}],` +
 			`"period":{"start":"2024-01-01",` + ext("Period Canary") + `},` +
 			`"costToBeneficiary":[{"type":{"coding":[{"code":"copay"}]},"valueMoney":{"value":20,"currency":"USD",` + ext("ACCT-4471123") + `}}]}`,

@@ -34,11 +34,11 @@ func TestBillingViewOutsideExamples(t *testing.T) {
 		{"pas-coverage-subscriber-contained.json", "coverage",
 			[]string{"77441123", "219099999", "88112233", "0945345", "7843574536", "Marsh", "Evelyn", "SMITH", "555-867-5309", "1931", `"contained"`, `"extension"`,
 				"MARYLAND CAPITAL INSURANCE COMPANY"},
-			[]string{`"subscriberId":"***4536"`, `"beneficiary":{"reference":"Patient/SubscriberExample"}`, `"payor":[{"reference":"Organization/InsurerExample"}]`,
+			[]string{`"subscriberId":"***4536"`, `"payor":[{"reference":"Organization/InsurerExample"}]`,
 				`"value":"***0016"`, `"code":"PPO"`, `"code":"child"`}},
 		{"hl7-encounter-preadmission-contained.json", "encounter",
 			[]string{"77441123", "987654321", "93042", "Encounter_Roel", "WATSON", "SMITH", "Marsh", "4029993456", "Canary", `"contained"`, `"extension"`},
-			[]string{`"subject":{"reference":"Patient/f001"}`, `"period":{"end":"2013-03-20","start":"2013-03-11"}`, `"code":"34068001"`,
+			[]string{`"period":{"end":"2013-03-20","start":"2013-03-11"}`, `"code":"34068001"`,
 				`"code":"305956004"`, `"code":"306689006"`, `"display":"Burgers University Medical Centre"`, `"reference":"Location/1"`}},
 	} {
 		t.Run(c.file, func(t *testing.T) {
@@ -314,8 +314,9 @@ func TestBillingViewDropsCodesFreeText(t *testing.T) {
 // a biller keeps what claims work needs: every Coverage its status, type
 // code, relationship code, period, masked member id and group number
 // (every class value is masked: TestBillingViewMasksAPharmacyMemberID);
-// every Encounter its class and type codes, status, period (the dates of
-// service) and subject; and no code's text or display survives (the
+// every Encounter its class and type codes, status and period (the dates
+// of service; its subject's source id is dropped:
+// TestBillingViewDropsSourceIDs); and no code's text or display survives (the
 // service provider's display, the facility's name, is no code's).
 func TestBillingViewOfTheSyntheticData(t *testing.T) {
 	e := defaultEngine(t)
@@ -337,9 +338,9 @@ func TestBillingViewOfTheSyntheticData(t *testing.T) {
 		out := string(billingView(t, e, typ, in))
 		kept := map[string][]string{
 			"coverage": {`"status":"active"`, `"code":"HIP"`, `"code":"self"`, `"code":"group"`, `"value":"***`, `"subscriberId":"***`,
-				`"beneficiary":{"reference":"Patient/`, `"start":"` + v.Period.Start + `"`},
+				`"start":"` + v.Period.Start + `"`},
 			"encounter": {`"status":"finished"`, `"class":{"code":"AMB","system":"http://terminology.hl7.org/CodeSystem/v3-ActCode"}`,
-				`"type":[{"coding":[{"code":"185349003","system":"http://snomed.info/sct"}]}]`, `"subject":{"reference":"Patient/`,
+				`"type":[{"coding":[{"code":"185349003","system":"http://snomed.info/sct"}]}]`,
 				`"period":{"end":"` + v.Period.End + `","start":"` + v.Period.Start + `"}`},
 		}[typ]
 		for _, k := range kept {
@@ -376,6 +377,57 @@ func TestBillingViewScrubsTheServiceProviderDisplay(t *testing.T) {
 	for _, k := range []string{`"display":"Harrowgate Home Care`, `"reference":"Organization/o"`, `"code":"HH"`} {
 		if !strings.Contains(out, k) {
 			t.Errorf("the biller's view lost %s: %s", k, out)
+		}
+	}
+}
+
+// A resource's logical id and the ids its references carry are the
+// source's, and a source may make them of a national number: gematik's
+// VSDM 2 examples name the Coverage of KVNR E567890127
+// VSDMCoverage-GKV-E567890127 and its beneficiary
+// Patient/VSDMPatient-GKV-E567890127 (gematik/spec-VSDM2), the NHS's
+// Personal Demographics Service serves a Patient under its NHS number
+// (Patient/9000000009), and Synthea's MRN equals the Patient id. The
+// biller's view removes identifiers and masks the member id to its last
+// four characters, but kept the ids whole (the h-outside4 probe): the
+// KVNR and the NHS number came out in /id, beneficiary and subject. A
+// custos URI names the resource and its patient by keyed ids
+// (docs/uris.md), so the biller's view keeps no source id of the resource
+// nor of a person: its id, and the reference of the beneficiary, the
+// subscriber, the policy holder, the subject, a participant and an
+// account are dropped (their type kept).
+func TestBillingViewDropsSourceIDs(t *testing.T) {
+	e := defaultEngine(t)
+	for _, c := range []struct {
+		typ, in    string
+		gone, kept []string
+	}{
+		{"coverage", `{"resourceType":"Coverage","id":"VSDMCoverage-GKV-V731904826","status":"active",` +
+			`"type":{"coding":[{"system":"http://fhir.de/CodeSystem/versicherungsart-de-basis","code":"GKV"}]},"subscriberId":"V731904826",` +
+			`"policyHolder":{"reference":"Patient/VSDMPatient-GKV-V731904826"},"subscriber":{"reference":"Patient/VSDMPatient-GKV-V731904826","type":"Patient"},` +
+			`"beneficiary":{"reference":"Patient/VSDMPatient-GKV-V731904826"},"period":{"start":"1992-11-13"},` +
+			`"payor":[{"reference":"Organization/VSDMPayorOrganization-105929412"}]}`,
+			[]string{"V731904826"},
+			[]string{`"subscriberId":"***4826"`, `"subscriber":{"type":"Patient"}`, `"payor":[{"reference":"Organization/VSDMPayorOrganization-105929412"}]`, `"code":"GKV"`}},
+		{"encounter", `{"resourceType":"Encounter","id":"enc-9434765919","status":"finished","class":{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"AMB"},` +
+			`"subject":{"reference":"Patient/9434765919","type":"Patient"},"participant":[{"individual":{"reference":"RelatedPerson/rp-9434765919"}}],` +
+			`"account":[{"reference":"Account/ACCT-9434765919"}],"serviceProvider":{"reference":"Organization/RXA"}}`,
+			[]string{"9434765919"},
+			[]string{`"subject":{"type":"Patient"}`, `"code":"AMB"`, `"serviceProvider":{"reference":"Organization/RXA"}`}},
+	} {
+		out := billingView(t, e, c.typ, []byte(c.in))
+		for _, g := range c.gone {
+			if !strings.Contains(c.in, g) {
+				t.Errorf("positive control: %q is not in the input", g)
+			}
+			if strings.Contains(string(out), g) {
+				t.Errorf("the biller's view of a %s holds the national number %q: %s", c.typ, g, out)
+			}
+		}
+		for _, k := range c.kept {
+			if !strings.Contains(string(out), k) {
+				t.Errorf("the biller's view of a %s lost %s: %s", c.typ, k, out)
+			}
 		}
 	}
 }

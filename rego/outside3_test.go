@@ -2,7 +2,6 @@ package rego_test
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
 
@@ -44,15 +43,7 @@ var outside3Canaries = []string{
 // serve by the probe, README.md).
 func TestOutside3Examples(t *testing.T) {
 	e := defaultEngine(t)
-	dir := "../minimize/testdata/outside3/fhir"
-	var items []fhirin.Item
-	link := func(typ, id, patient string) string { return "attachment://demo/attachments/placeholder" }
-	if err := fhirin.Read(context.Background(), dir, fhirin.Options{Link: link}, func(it fhirin.Item) error {
-		items = append(items, it)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	items := importedItems(t, "../minimize/testdata/outside3/fhir")
 	var in strings.Builder
 	for _, it := range items {
 		in.Write(it.Body)
@@ -77,36 +68,7 @@ func TestOutside3Examples(t *testing.T) {
 	} {
 		t.Run(v.role, func(t *testing.T) {
 			sub := policy.NewSubject(policy.Principal{Sub: "probe-" + v.role, Roles: []string{v.role}, ClientID: "outside3", Tenant: synth.DefaultTenant})
-			var read []string
-			var all strings.Builder
-			for _, it := range items {
-				if it.MIMEType != "application/fhir+json" {
-					continue
-				}
-				typ := strings.ToLower(it.Type)
-				out, ok := readImported(t, e, sub, v.purpose, it)
-				if !ok {
-					continue
-				}
-				if !slices.Contains(read, typ) {
-					read = append(read, typ)
-				}
-				all.Write(out)
-				for _, c := range outside3Canaries {
-					if !slices.Contains(v.allowed, c) && strings.Contains(string(out), c) {
-						t.Errorf("%s/%s: the %s's view holds %q: %s", it.Type, it.ID, v.role, c, out)
-					}
-				}
-			}
-			slices.Sort(read)
-			if !slices.Equal(read, v.reads) {
-				t.Errorf("the %s reads %v of the fixtures, want %v", v.role, read, v.reads)
-			}
-			for _, k := range v.kept {
-				if !strings.Contains(all.String(), k) {
-					t.Errorf("the %s's views lost %s", v.role, k)
-				}
-			}
+			replayViews(t, e, v.role, sub, v.purpose, items, outside3Canaries, v.allowed, v.reads, v.kept)
 		})
 	}
 }

@@ -157,7 +157,14 @@ billing_concept(path) := billing_coding(concat("", [path, "/coding/*"]))
 # subscriber, a policy holder), a payor's too: a self-pay Coverage's payor
 # is the patient or a relative (R4: Reference(Organization | Patient |
 # RelatedPerson)), and an insurer is named by its Organization, reference
-# data a biller reads. A modifierExtension is kept wherever its element is: R4 forbids
+# data a biller reads. Not the resource's id, nor the reference of the
+# policy holder, the subscriber and the beneficiary, only their type: a
+# source id may be a national number (gematik's VSDM 2 examples name a
+# Coverage VSDMCoverage-GKV-<KVNR> and its beneficiary
+# Patient/VSDMPatient-GKV-<KVNR>; the NHS serves a Patient under its NHS
+# number), and the custos URI names the resource and its patient by keyed
+# ids (docs/uris.md). A payor keeps its reference, the insurer's
+# Organization. A modifierExtension is kept wherever its element is: R4 forbids
 # processing an element as if its modifier were absent. Codes as
 # billing_concept keeps them (type, relationship, a class's and a cost's
 # type). A class's name is kept, scrubbed of identifier patterns (the
@@ -172,10 +179,8 @@ billing_coverage_elements := [p |
 	some part in [
 		billing_meta,
 		[
-			"/id", "/modifierExtension", "/status",
-			"/policyHolder/reference", "/policyHolder/type",
-			"/subscriber/reference", "/subscriber/type", "/subscriberId",
-			"/beneficiary/reference", "/beneficiary/type",
+			"/modifierExtension", "/status",
+			"/policyHolder/type", "/subscriber/type", "/subscriberId", "/beneficiary/type",
 			"/dependent", "/period",
 			"/payor/*/reference", "/payor/*/type",
 			"/class/*/modifierExtension", "/class/*/value", "/class/*/name",
@@ -194,7 +199,10 @@ billing_coverage_elements := [p |
 
 # The Encounter elements a biller reads (FHIR R4 Encounter), references as
 # for Coverage (the service provider keeps its display, the facility's
-# name, scrubbed of identifier patterns as a Coverage class's name is). Codes as billing_concept and billing_coding keep them: class,
+# name, scrubbed of identifier patterns as a Coverage class's name is);
+# as for Coverage, not the resource's id, nor the reference of the
+# subject, a participant's individual (a relative may be one) and an
+# account (an account number), only their type. Codes as billing_concept and billing_coding keep them: class,
 # type, serviceType, priority (837I's admission type), reasonCode, a
 # diagnosis's use, a participant's type, a location's physicalType,
 # hospitalization's admitSource, reAdmission and dischargeDisposition
@@ -208,17 +216,16 @@ billing_encounter_elements := [p |
 	some part in [
 		billing_meta,
 		[
-			"/id", "/modifierExtension", "/status",
+			"/modifierExtension", "/status",
 			"/statusHistory/*/modifierExtension", "/statusHistory/*/status", "/statusHistory/*/period",
 			"/classHistory/*/modifierExtension", "/classHistory/*/period",
-			"/subject/reference", "/subject/type",
+			"/subject/type",
 			"/episodeOfCare/*/reference", "/basedOn/*/reference",
 			"/participant/*/modifierExtension", "/participant/*/period",
-			"/participant/*/individual/reference", "/participant/*/individual/type",
+			"/participant/*/individual/type",
 			"/appointment/*/reference", "/period", "/length",
 			"/reasonReference/*/reference",
 			"/diagnosis/*/modifierExtension", "/diagnosis/*/condition/reference", "/diagnosis/*/rank",
-			"/account/*/reference",
 			"/hospitalization/modifierExtension",
 			"/hospitalization/origin/reference", "/hospitalization/destination/reference",
 			"/location/*/modifierExtension",

@@ -208,13 +208,14 @@ test_billing_coverage_minimized if {
 	obligation_paths(d) == {"/subscriberId", "/class/*/value", "/identifier", "/beneficiary/display", "/text", "/class/*/name", ""}
 	{"op": "scrub", "path": "/class/*/name"} in d.obligations
 	kept := billing_allowed(d)
-	every e in ["/subscriberId", "/beneficiary/reference", "/payor/*/reference", "/class/*/value", "/class/*/name", "/period",
+	every e in ["/subscriberId", "/beneficiary/type", "/payor/*/reference", "/class/*/value", "/class/*/name", "/period",
 		"/type/coding/*/code", "/type/coding/*/system", "/relationship/coding/*/code", "/class/*/type/coding/*/code",
 		"/costToBeneficiary/*/type/coding/*/code", "/costToBeneficiary/*/valueMoney"] {
 		e in kept
 	}
-	every e in ["/identifier", "/text", "/contained", "/extension", "/beneficiary", "/beneficiary/identifier",
-		"/beneficiary/display", "/subscriber", "/subscriber/display", "/subscriber/identifier",
+	every e in ["/id", "/identifier", "/text", "/contained", "/extension", "/beneficiary", "/beneficiary/identifier",
+		"/beneficiary/display", "/beneficiary/reference", "/subscriber", "/subscriber/display", "/subscriber/identifier",
+		"/subscriber/reference", "/policyHolder/reference",
 		"/policyHolder/display", "/policyHolder/identifier", "/payor/*/identifier", "/payor/*/display", "/meta",
 		"/type", "/type/text", "/type/coding/*/display", "/relationship", "/relationship/text",
 		"/class/*/type", "/class/*/type/text", "/costToBeneficiary/*/type/text", "/costToBeneficiary/*/exception/*/type/text"] {
@@ -227,13 +228,13 @@ test_billing_encounter_minimized if {
 	d.allow
 	obligation_paths(d) == {"/subject/display", "/identifier", "/text", "/participant/*/individual/display", "/serviceProvider/display", ""}
 	kept := billing_allowed(d)
-	every e in ["/subject/reference", "/period", "/class/code", "/class/system", "/type/*/coding/*/code",
+	every e in ["/subject/type", "/period", "/class/code", "/class/system", "/type/*/coding/*/code",
 		"/reasonCode/*/coding/*/code", "/priority/coding/*/code", "/hospitalization/dischargeDisposition/coding/*/code",
 		"/serviceProvider/display"] {
 		e in kept
 	}
-	every e in ["/identifier", "/text", "/contained", "/extension", "/subject", "/subject/identifier",
-		"/participant/*/individual/display", "/participant/*/individual/identifier", "/hospitalization",
+	every e in ["/id", "/identifier", "/text", "/contained", "/extension", "/subject", "/subject/identifier",
+		"/subject/reference", "/participant/*/individual/reference", "/account/*/reference", "/participant/*/individual/display", "/participant/*/individual/identifier", "/hospitalization",
 		"/hospitalization/preAdmissionIdentifier", "/location/*/location/display", "/meta",
 		"/class", "/class/display", "/classHistory", "/statusHistory", "/type", "/type/*/text", "/type/*/coding/*/display",
 		"/reasonCode", "/reasonCode/*/text", "/serviceType", "/serviceType/text", "/priority/text",
