@@ -68,6 +68,10 @@ type scrubPattern struct {
 	// match: a cheap test run before re (TestScrubPrefiltersAgree,
 	// FuzzScrubPrefilters hold it to re).
 	may func(string) bool
+	// ok, if not nil, is false for a match whose core is no identifier
+	// after all (a check digit that does not agree, too few digits): such
+	// a match is left as it is, and the search goes on inside it.
+	ok func(core string) bool
 }
 
 func newScrubPattern(class scrubClasses, token, pre, core, post string) scrubPattern {
@@ -146,12 +150,27 @@ const (
 const (
 	emailCore = `[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+`
 	mrnCore   = `(?i:mrn|medical\s+record\s+(?:number|no\.?|#))\s*[-:#]?\s*[0-9]{4,}`
-	ssnCore   = `[0-9]{3}[- ][0-9]{2}[- ][0-9]{4}|(?i:ssn|social\s+security\s+(?:number|no\.?|#))\s*[-:#]?\s*[0-9]{9}`
-	phoneCore = `(?:\+?1[\s.\-]?)?(?:\([0-9]{3}\)\s?|[0-9]{3}[\s.\-]?)[0-9]{3}[\s.\-]?[0-9]{4}` +
+	ssnCore   = `[0-9]{3}[- ` + nbsp + `][0-9]{2}[- ` + nbsp + `][0-9]{4}|(?i:ssn|social\s+security\s+(?:number|no\.?|#))\s*[-:#]?\s*[0-9]{9}`
+	phoneCore = `(?:\+?1` + phoneSep + `?)?(?:\([0-9]{3}\)` + phoneSpace + `?|[0-9]{3}` + phoneSep + `?)[0-9]{3}` + phoneSep + `?[0-9]{4}` +
 		// An international number: a country code after "+", an optional
 		// "(0)", then three to seven groups of digits (+44 20 7946 0958,
 		// +49 (0)30 1234567, +33 1 23 45 67 89, +61 2 9876 5432).
-		`|\+[1-9][0-9]{0,2}(?:[\s.\-]?\(0\))?[\s.\-]?\(?[0-9]{1,5}\)?(?:[\s.\-]?[0-9]{2,5}){2,6}`
+		`|\+[1-9][0-9]{0,2}(?:` + phoneSep + `?\(0\))?` + phoneSep + `?\(?[0-9]{1,5}\)?(?:` + phoneSep + `?[0-9]{2,5}){2,6}`
+	// The separators of a telephone number's groups: white space, "." and
+	// "-", and the spaces typography puts between a number's groups
+	// (unicodeSpaces: U+00A0 no-break, U+2007 figure, U+2009 thin, U+202F
+	// narrow no-break, French typography's); RE2's \s is ASCII only, and a
+	// number written with them was released whole until h-intl.
+	nbsp       = `\x{00A0}\x{2007}\x{2009}\x{202F}`
+	phoneSep   = `[\s.\-` + nbsp + `]`
+	phoneSpace = `[\s` + nbsp + `]`
+	sp         = `[ ` + nbsp + `]`    // a space between groups
+	spDot      = `[ .\-` + nbsp + `]` // a space, "." or "-"
+	spDash     = `[ \-` + nbsp + `]`  // a space or "-"
+	// trunk is a national number's trunk prefix 0, also shown as optional
+	// in parentheses, (0)20 7946 0958, as a number is written for callers
+	// at home and abroad alike.
+	trunk = `(?:0|\(0\)` + sp + `?)`
 	// A national number, as the large health systems write them without
 	// "+" and a country code: a trunk prefix 0 and an area code of one to
 	// four digits more, then the subscriber's number in one run or in
@@ -167,13 +186,28 @@ const (
 	// code (0781-1506-10, 01234-567-89) and a date (01-12-2024) are none,
 	// but in France's five pairs, in four groups joined by spaces (as no
 	// NDC code is written), and after an area code in parentheses
-	// (TestScrubKeepsClinicalNumbers).
-	phoneNational = `\(0[1-9][0-9]{0,3}\)[ \-]?(?:[0-9]{6,8}|[0-9]{2,4}(?:[ .\-][0-9]{2,4}){1,3})` + // (02) 9876 5432, (030) 123 456 78
-		`|0[1-9](?:[ .\-][0-9]{2}){4}` + // 01 23 45 67 89, 06.12.34.56.78
-		`|0[1-9][0-9]{1,3} [0-9]{2,4} [0-9]{2,4} [0-9]{2,4}` + // 030 123 456 78 (spaces only: NDC 0781-1506-10 30 tablets)
-		`|0[1-9][0-9]{1,3} ?/ ?(?:[0-9]{5,8}|[0-9]{3,4}(?: [0-9]{2,4}){1,3})` + // 030/1234567, 089 / 123 45 67
-		`|0[1-9][0-9]{0,3}[ .\-][0-9]{3,4}[ .\-][0-9]{3,4}` + // 020 7946 0958, 0412 345 678, 03-1234-5678
-		`|0[1-9][ \-]?[0-9]{8}|0[1-9][0-9][ \-]?[0-9]{7,8}|0[1-9][0-9]{2}[ \-]?[0-9]{6,7}|0[1-9][0-9]{3}[ \-]?[0-9]{5,6}` // 030 1234567, 07700 900123, 020-1234567
+	// (TestScrubKeepsClinicalNumbers). The trunk prefix may be written
+	// "(0)" (trunk), and, in the UK's form, apart: 0 20 7946 0958.
+	phoneNational = `\(0[1-9][0-9]{0,3}\)` + spDash + `?(?:[0-9]{6,8}|[0-9]{2,4}(?:` + spDot + `[0-9]{2,4}){1,3})` + // (02) 9876 5432, (030) 123 456 78
+		`|` + trunk + `[1-9](?:` + spDot + `[0-9]{2}){4}` + // 01 23 45 67 89, 06.12.34.56.78
+		`|` + trunk + `[1-9][0-9]{1,3}` + sp + `[0-9]{2,4}` + sp + `[0-9]{2,4}` + sp + `[0-9]{2,4}` + // 030 123 456 78 (spaces only: NDC 0781-1506-10 30 tablets)
+		`|` + trunk + `[1-9][0-9]{1,3}` + sp + `?/` + sp + `?(?:[0-9]{5,8}|[0-9]{3,4}(?:` + sp + `[0-9]{2,4}){1,3})` + // 030/1234567, 089 / 123 45 67
+		`|(?:` + trunk + `|0` + sp + `)[1-9][0-9]{0,3}` + spDot + `[0-9]{3,4}` + spDot + `[0-9]{3,4}` + // 020 7946 0958, 0412 345 678, 03-1234-5678, 0 20 7946 0958
+		`|` + trunk + `(?:[1-9]` + spDash + `?[0-9]{8}|[1-9][0-9]` + spDash + `?[0-9]{7,8}|[1-9][0-9]{2}` + spDash + `?[0-9]{6,7}|[1-9][0-9]{3}` + spDash + `?[0-9]{5,6})` // 030 1234567, 07700 900123, 020-1234567
+	// An international number dialled with "00" before the country code,
+	// as Europe writes it (0049 30 1234567, 0044 20 7946 0958, 0033 1 23
+	// 45 67 89): the country code (one to three digits, no 0 first) and a
+	// separator, an optional "(0)", then the national number (in Italy's
+	// from its 0 on, 0039 06 1234 5678, as Italy dials it): an area
+	// code of one to three digits and groups, or of one to four and a
+	// group of five to eight (0049 30 1234567, 0044 7700 900123). phoneIntl00Digits holds the
+	// national number to eight digits or more, as long as every country's
+	// national numbers are but for a few small ones (ITU-T E.164 numbers
+	// are at most 15 digits, the country code included). So a spaced NDC
+	// code (00781 1506 10, 00591 123 45 30 tablets) and a schedule of
+	// times (0030 1200 1800) are none (TestScrubKeepsClinicalNumbers).
+	phoneIntl00 = `00(?:39` + spDot + `0|[1-9][0-9]{0,2}` + spDot + `(?:\(0\)` + sp + `?)?)` +
+		`(?:[1-9][0-9]{0,2}(?:` + spDot + `[0-9]{2,5}){1,5}|[1-9][0-9]{0,3}` + spDot + `[0-9]{5,8})`
 	dateNum = `[0-9]{4}[-/][0-9]{1,2}[-/][0-9]{1,2}` +
 		`(?:T[0-9]{1,2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?` +
 		`|[0-9]{1,2}[-/][0-9]{1,2}[-/](?:[0-9]{4}|[0-9]{2})`
@@ -211,18 +245,27 @@ const (
 
 // scrubPatterns are applied in this order on every pass. Email first, so a
 // phone-like local part goes with its address; MRN and SSN before phone, so
-// their digits are not half-eaten by the looser phone pattern; dates last.
+// their digits are not half-eaten by the looser phone pattern; a number
+// after "00" before the others, whose forms its national part has; dates
+// last.
 var scrubPatterns = []scrubPattern{
 	newScrubPattern(classEmail, "[EMAIL]", ``, emailCore, ``),
 	newScrubPattern(classMRN, "[MRN]", ``, mrnCore, ``),
 	newScrubPattern(classSSN, "[SSN]", notDigit, ssnCore, notDigitEnd),
+	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneIntl00, dotNumEnd).onlyIf(mayHoldTrunkNumber).checked(phoneIntl00Digits),
 	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneCore, notDigitEnd),
-	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneNational, dotNumEnd).onlyIf(mayHoldNationalPhone),
+	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneNational, dotNumEnd).onlyIf(mayHoldTrunkNumber),
 	newScrubPattern(classDate, "[DATE]", notDigit, dateNum, notDigitEnd),
 	newScrubPattern(classDate, "[DATE]", dotNumStart, dateCompact, dotNumEnd).onlyIf(mayHoldCompactDate),
 	newScrubPattern(classDate, "[DATE]", dotNumStart, dateDots, dotNumEnd).onlyIf(mayHoldDateDots),
 	newScrubPattern(classDate, "[DATE]", notAlnum, dateWords, notAlnumEnd).onlyIf(mayHoldMonthName),
 	newScrubPattern(classDate, "[DATE]", notAlnum, dateWordsAnyLanguage(), notAlnumEnd).onlyIf(mayHoldMonthName),
+}
+
+// checked is p, replacing only a match whose core ok accepts.
+func (p scrubPattern) checked(ok func(core string) bool) scrubPattern {
+	p.ok = ok
+	return p
 }
 
 // onlyIf is p, whose regexp runs only on a string for which may is true.
@@ -235,27 +278,32 @@ func (p scrubPattern) onlyIf(may func(string) bool) scrubPattern {
 	return p
 }
 
-// mayHoldNationalPhone is false only for a string in which phoneNational
-// has no match: each has a 0 right after a character that is no digit
-// (or at the start) and before a digit 1 to 9, from which six digits or
-// more follow within 32 characters of digits, spaces, ".", "-", ")" and
-// one "/" after three digits at least (a match is at most 28 long and
-// holds six digits at least; one with "/" has it once, after an area code
-// of three digits or more). A telephone number's "-0142", a time's
-// "T09:40" and a date's "03/14/2024" have not as many:
-// BenchmarkScrubClinicalNote ran the pattern on every pass without it.
-func mayHoldNationalPhone(s string) bool {
+// mayHoldTrunkNumber is false only for a string in which neither
+// phoneNational nor phoneIntl00 has a match: each has a 0 right after a
+// character that is no digit (or at the start), from which six digits or
+// more follow within 48 characters of digits, spaces (unicodeSpaces
+// too), ".", "-", "(", ")" and one "/" after three digits at least (a
+// match is at most 43 characters long and holds six digits at least; one
+// with "/" has it once, after an area code of three digits or more). A
+// telephone number's "-0142", a time's "T09:40" and a date's
+// "03/14/2024" have not as many: BenchmarkScrubClinicalNote ran the
+// pattern on every pass without it.
+func mayHoldTrunkNumber(s string) bool {
 	for i := 0; i+1 < len(s); i++ {
-		if s[i] != '0' || s[i+1] < '1' || s[i+1] > '9' || i > 0 && isDigit(s[i-1]) {
+		if s[i] != '0' || i > 0 && isDigit(s[i-1]) {
 			continue
 		}
 		digits, slash := 0, false
-		for j := i; j < len(s) && j < i+32; j++ {
-			if c := s[j]; isDigit(c) {
+		for j, n := i, 0; j < len(s) && n < 48; n++ {
+			c := s[j]
+			j++
+			if isDigit(c) {
 				digits++
 			} else if c == '/' && !slash && digits >= 3 {
 				slash = true
-			} else if strings.IndexByte(" .-)", c) < 0 {
+			} else if size := unicodeSpaceAt(s, j-1); size > 0 {
+				j += size - 1
+			} else if strings.IndexByte(" .-()", c) < 0 {
 				break
 			}
 		}
@@ -264,6 +312,37 @@ func mayHoldNationalPhone(s string) bool {
 		}
 	}
 	return false
+}
+
+// unicodeSpaceAt is the length in bytes of the space of nbsp that s holds
+// at i, or 0.
+func unicodeSpaceAt(s string, i int) int {
+	for _, sp := range unicodeSpaceBytes {
+		if strings.HasPrefix(s[i:], sp) {
+			return len(sp)
+		}
+	}
+	return 0
+}
+
+// unicodeSpaceBytes are the runes of nbsp, UTF-8 encoded.
+var unicodeSpaceBytes = []string{"\u00a0", "\u2007", "\u2009", "\u202f"}
+
+// phoneIntl00Digits reports whether a match of phoneIntl00 has a
+// national number of eight digits or more: the digits after the country
+// code and its separator, a "(0)" aside.
+func phoneIntl00Digits(core string) bool {
+	i := 2
+	for i < len(core) && isDigit(core[i]) {
+		i++
+	}
+	n := 0
+	for _, c := range []byte(strings.Replace(core[i:], "(0)", "", 1)) {
+		if isDigit(c) {
+			n++
+		}
+	}
+	return n >= 8
 }
 
 // mayHoldCompactDate is false only for a string in which dateCompact has
@@ -438,7 +517,9 @@ func dateWordsAnyLanguage() string {
 //	phone  555-123-4567, (555) 123-4567, +1 555 123 4567, 555.123.4567  -> [PHONE]
 //	       +44 20 7946 0958, +49 (0)30 1234567, 020 7946 0958,
 //	       (030) 123 456 78, 01 23 45 67 89, (02) 9876 5432, 03-1234-5678,
-//	       030/1234567
+//	       030/1234567, 0049 30 1234567, 0044 20 7946 0958, (0)20 7946 0958,
+//	       and any of these with a no-break, figure, thin or narrow
+//	       no-break space between groups
 //	email  jane.doe@example.org                                          -> [EMAIL]
 //	SSN    123-45-6789, "SSN: 123456789"                                 -> [SSN]
 //	MRN    MRN-12345678, "MRN: 12345678", "MRN 12345678"                 -> [MRN]
@@ -456,7 +537,8 @@ func dateWordsAnyLanguage() string {
 // reasons, see [ScrubReason].
 //
 // The result is a fixpoint: scrubbing it again changes nothing, and no
-// pattern of any class matches it.
+// pattern of any class finds an identifier in it (a match a pattern's
+// check refuses, scrubPattern.ok, is none).
 func ScrubString(s string) string {
 	return scrub(s, allClasses)
 }
@@ -564,7 +646,12 @@ func (p *scrubPattern) replace(s string, keepTokens bool) string {
 	for m != nil {
 		preEnd, postStart := m[3], m[2*p.post]
 		next := m[1]
-		if within(tokens, preEnd, postStart) {
+		if p.ok != nil && !p.ok(s[preEnd:postStart]) {
+			// Not an identifier: one may begin inside it, after its
+			// first character (every checked core begins with an ASCII
+			// letter or digit, so next is on a rune's start).
+			next = preEnd + 1
+		} else if within(tokens, preEnd, postStart) {
 			next = postStart
 		} else {
 			b.WriteString(s[last:preEnd])
