@@ -552,6 +552,10 @@ var prefilterCases = []string{
 	"0\u00a020\u00a07946\u00a00958", "020\u20077946\u20070958", "01\u202f23\u202f45\u202f67\u202f89", "(030)\u00a0123\u00a0456\u00a078",
 	"00781 1506 10", "00591 123 45 30", "0030 1200 1800", "0049 30 12345", "0049 301 23", "0044\xc2 20 7946 0958", "0044\xe2\x80 20 7946",
 	"0\u00a0\u00a0\u00a0\u00a0\u00a0\u00a0\u00a0\u00a0\u00a0\u00a0\u00a0\u00a0\u00a0\u00a0\u00a0\u00a0\u00a0\u00a01 23 45 67 89",
+	// National identifiers (h-intl), and near misses: eight digits, a
+	// lower-case letter, a space cut in its bytes, a run broken by one.
+	"A000500015", "1 84 12 76 451 089 46", "186022A21532523", "2123\u00a045670\u00a01", "1234-567-897-AB", "111222333", "1112.22.333",
+	"12345678", "a123456780", "1234\xe2\x80 567 897", "1234 567\u2028897", "11122233,3", "2A 21 532 523 ABC",
 }
 
 // Each pattern's prefilter is false only where its plain regexp (the
@@ -833,6 +837,12 @@ var clinicalNegatives = []string{
 	"NDC 00781 1506 10", "00781 1506 10 30 tablets", "NDC 00591 123 45 30 tablets", "NDC 00093 7180 01",
 	"doses at 0030 1200 1800", "0030-0130", "at 00:30, 01:00", "lot 0012 3456",
 	"range 0010-0020", "0001 0002 0003", "00 12 34", "count 0 10 100", "0.001 0.01 0.1",
+	// Numbers of a national identifier's length (h-intl): SNOMED CT
+	// concept ids of nine digits that pass the BSN's 11-proef (210 of
+	// R4's 2,267), OIDs with long arcs, epoch milliseconds, counts.
+	"SNOMED 129314006", "SNOMED 131428007", "SNOMED 131439005", "OID 1.3.6.1.4.1.111222333", "urn:oid:2.16.528.1.1007.3.1",
+	"1.111222333", "111222333.5 mL", "time 1795251600033", "platelets 250 000 000", "1 000 000 000 copies",
+	"LOINC 8302-2, 2123-4", "ICD-10 A01.1", "NDC 2123-4567-01",
 }
 
 // TestScrubKeepsClinicalNumbers: no class of the scrub changes a

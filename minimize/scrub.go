@@ -208,6 +208,55 @@ const (
 	// times (0030 1200 1800) are none (TestScrubKeepsClinicalNumbers).
 	phoneIntl00 = `00(?:39` + spDot + `0|[1-9][0-9]{0,2}` + spDot + `(?:\(0\)` + sp + `?)?)` +
 		`(?:[1-9][0-9]{0,2}(?:` + spDot + `[0-9]{2,5}){1,5}|[1-9][0-9]{0,3}` + spDot + `[0-9]{5,8})`
+	// National identifiers of the health systems custos's users meet,
+	// in free text, each replaced only when its check digit agrees
+	// (nationalIDs' checks), so that a clinical number of the same length
+	// is kept but by chance (one in ten, eleven or ninety-seven):
+	//   - Germany's Krankenversichertennummer (KVNR, on the eGK): a capital
+	//     and nine digits, the last a check digit of the letter's number
+	//     (A = 01 … Z = 26) and the eight digits, weights 1, 2, 1, 2, …,
+	//     digit sums of the products, modulo 10 (§ 290 SGB V, Anlage 1,
+	//     whose worked examples are A000500015 and C000500021):
+	//     A123456789;
+	//   - France's NIR (numéro de sécurité sociale, INSEE): sex (1, 2, or
+	//     3, 4, 7, 8 for a provisional number), year, month, département
+	//     (2A, 2B for Corsica), commune, order, then a key of two digits,
+	//     97 - (the thirteen digits mod 97), 2A read as 19 and 2B as 18
+	//     (INSEE; python-stdnum's and betagouv/nir_validate's rule):
+	//     1 84 12 76 451 089 46, 184127645108946;
+	//   - Australia's Medicare card number: eight digits beginning 2 to 6,
+	//     a check digit (the eight weighted 1, 3, 7, 9, 1, 3, 7, 9, modulo
+	//     10), the card's issue number (1 to 9) and optionally the
+	//     individual reference number (NEHTA, "Use of Healthcare
+	//     Identifiers in Health Software Systems", v1.4; the Australian
+	//     Digital Health Agency's NamingSystem medicarenum: 10 or 11
+	//     digits): 2123 45670 1, 2123-45670-1-2, 21234567012;
+	//   - Ontario's health number (OHIP): ten digits in groups of four,
+	//     three and three and a version code of one or two capitals, its
+	//     last digit a Luhn (mod 10) check digit (Ontario's health card
+	//     validation specification, as OSCAR EMR documents it):
+	//     1234 567 897, 1234-567-897-AB, 1234567897AB;
+	//   - the Netherlands' burgerservicenummer (BSN): nine digits, or 4.2.3
+	//     with dots, passing the 11-proef (9, 8, …, 2 times the first eight
+	//     minus the last is a multiple of 11; Logius, the elfproef
+	//     package's documentation): 111222333, 1112.22.333. A SNOMED CT
+	//     concept id of nine digits is none (snomedConceptID: its partition
+	//     00 and Verhoeff check digit), since one in eleven would pass.
+	// The UK's NHS number (ten digits, 943 476 5919, mod 11) needs no
+	// pattern of its own: every way it is written, 943 476 5919,
+	// 943-476-5919, 9434765919, is a North American telephone number's
+	// form, and phoneCore takes it whatever its check digit says
+	// (TestScrubNationalIdentifiers).
+	kvnr     = `[A-Z][0-9]{9}`
+	idSep    = `[ .` + nbsp + `]`
+	nir      = `[1-478]` + idSep + `?[0-9]{2}` + idSep + `?[0-9]{2}` + idSep + `?(?:[0-9]{2}|2[AB])` + idSep + `?[0-9]{3}` + idSep + `?[0-9]{3}` + idSep + `?[0-9]{2}`
+	medicare = `[2-6][0-9]{3}` + spDash + `?[0-9]{5}` + spDash + `?[1-9](?:` + spDash + `?[1-9])?`
+	ohip     = `[0-9]{4}` + spDash + `?[0-9]{3}` + spDash + `?[0-9]{3}(?:` + spDash + `?[A-Z]{1,2})?`
+	bsn      = `[0-9]{9}|[0-9]{4}\.[0-9]{2}\.[0-9]{3}`
+	// idStart and idEnd bound an identifier: no letter or digit beside
+	// it, nor a "." that makes it part of a decimal or an OID.
+	idStart = `^|[^0-9A-Za-z.]`
+	idEnd   = `$|[^0-9A-Za-z.]|\.$|\.[^0-9]`
 	dateNum = `[0-9]{4}[-/][0-9]{1,2}[-/][0-9]{1,2}` +
 		`(?:T[0-9]{1,2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?` +
 		`|[0-9]{1,2}[-/][0-9]{1,2}[-/](?:[0-9]{4}|[0-9]{2})`
@@ -246,8 +295,9 @@ const (
 // scrubPatterns are applied in this order on every pass. Email first, so a
 // phone-like local part goes with its address; MRN and SSN before phone, so
 // their digits are not half-eaten by the looser phone pattern; a number
-// after "00" before the others, whose forms its national part has; dates
-// last.
+// after "00" before the others, whose forms its national part has; the
+// national identifiers after the telephone numbers (a ten-digit number is
+// a telephone number first), longest form first; dates last.
 var scrubPatterns = []scrubPattern{
 	newScrubPattern(classEmail, "[EMAIL]", ``, emailCore, ``),
 	newScrubPattern(classMRN, "[MRN]", ``, mrnCore, ``),
@@ -255,6 +305,11 @@ var scrubPatterns = []scrubPattern{
 	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneIntl00, dotNumEnd).onlyIf(mayHoldTrunkNumber).checked(phoneIntl00Digits),
 	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneCore, notDigitEnd),
 	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneNational, dotNumEnd).onlyIf(mayHoldTrunkNumber),
+	newScrubPattern(classSSN, "[ID]", idStart, kvnr, idEnd).onlyIf(mayHoldNationalID).checked(kvnrCheck),
+	newScrubPattern(classSSN, "[ID]", idStart, nir, idEnd).onlyIf(mayHoldNationalID).checked(nirCheck),
+	newScrubPattern(classSSN, "[ID]", idStart, medicare, idEnd).onlyIf(mayHoldNationalID).checked(medicareCheck),
+	newScrubPattern(classSSN, "[ID]", idStart, ohip, idEnd).onlyIf(mayHoldNationalID).checked(ohipCheck),
+	newScrubPattern(classSSN, "[ID]", idStart, bsn, idEnd).onlyIf(mayHoldNationalID).checked(bsnCheck),
 	newScrubPattern(classDate, "[DATE]", notDigit, dateNum, notDigitEnd),
 	newScrubPattern(classDate, "[DATE]", dotNumStart, dateCompact, dotNumEnd).onlyIf(mayHoldCompactDate),
 	newScrubPattern(classDate, "[DATE]", dotNumStart, dateDots, dotNumEnd).onlyIf(mayHoldDateDots),
@@ -343,6 +398,121 @@ func phoneIntl00Digits(core string) bool {
 		}
 	}
 	return n >= 8
+}
+
+// mayHoldNationalID is false only for a string in which none of the
+// national identifier patterns (kvnr, nir, medicare, ohip, bsn) has a
+// match: each holds nine digits or more and nothing but digits, capitals,
+// spaces (unicodeSpaces too), "." and "-", so a string has a run of those
+// with nine digits.
+func mayHoldNationalID(s string) bool {
+	digits := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case isDigit(c):
+			if digits++; digits >= 9 {
+				return true
+			}
+		case 'A' <= c && c <= 'Z' || c == ' ' || c == '.' || c == '-':
+		default:
+			if size := unicodeSpaceAt(s, i); size > 0 {
+				i += size - 1
+			} else {
+				digits = 0
+			}
+		}
+	}
+	return false
+}
+
+// digitsOf is the ASCII digits of s, in order.
+func digitsOf(s string) []int {
+	d := make([]int, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if isDigit(s[i]) {
+			d = append(d, int(s[i]-'0'))
+		}
+	}
+	return d
+}
+
+// kvnrCheck reports whether a KVNR's check digit agrees (§ 290 SGB V,
+// Anlage 1): the letter as two digits (A = 01 … Z = 26), then the first
+// eight digits, weighted 1, 2, 1, 2, …, each product's digit sum, the
+// total modulo 10.
+func kvnrCheck(core string) bool {
+	letter := int(core[0]-'A') + 1
+	d := append([]int{letter / 10, letter % 10}, digitsOf(core[1:])...)
+	sum := 0
+	for i, x := range d[:10] {
+		p := x * (1 + i%2)
+		sum += p/10 + p%10
+	}
+	return sum%10 == d[10]
+}
+
+// nirCheck reports whether a NIR's key is 97 minus its first thirteen
+// digits modulo 97, the département 2A read as 19 and 2B as 18.
+func nirCheck(core string) bool {
+	body := make([]byte, 0, 15)
+	for i := 0; i < len(core); i++ {
+		if c := core[i]; isDigit(c) || c == 'A' || c == 'B' {
+			body = append(body, c)
+		}
+	}
+	switch body[6] { // the département, S YY MM DD: body[5:7]
+	case 'A':
+		body[5], body[6] = '1', '9'
+	case 'B':
+		body[5], body[6] = '1', '8'
+	}
+	var n uint64
+	for _, c := range body[:13] {
+		n = n*10 + uint64(c-'0')
+	}
+	return uint64(body[13]-'0')*10+uint64(body[14]-'0') == 97-n%97
+}
+
+// medicareCheck reports whether a Medicare card number's ninth digit is
+// its first eight weighted 1, 3, 7, 9, 1, 3, 7, 9, modulo 10.
+func medicareCheck(core string) bool {
+	d := digitsOf(core)
+	sum := 0
+	for i, w := range [8]int{1, 3, 7, 9, 1, 3, 7, 9} {
+		sum += d[i] * w
+	}
+	return sum%10 == d[8]
+}
+
+// ohipCheck reports whether an Ontario health number's ten digits pass
+// the Luhn check.
+func ohipCheck(core string) bool {
+	d := digitsOf(core)
+	sum := 0
+	for i, x := range d[:10] {
+		if i%2 == 0 { // every second digit from the right, the check digit's left neighbour first
+			if x *= 2; x > 9 {
+				x -= 9
+			}
+		}
+		sum += x
+	}
+	return sum%10 == 0
+}
+
+// bsnCheck reports whether a BSN passes the 11-proef and is not a
+// SNOMED CT concept id.
+func bsnCheck(core string) bool {
+	d := digitsOf(core)
+	sum := -d[8]
+	for i, x := range d[:8] {
+		sum += (9 - i) * x
+	}
+	var run [9]byte
+	for i, x := range d {
+		run[i] = byte('0' + x)
+	}
+	return sum%11 == 0 && sum != 0 && !snomedConceptID(string(run[:]))
 }
 
 // mayHoldCompactDate is false only for a string in which dateCompact has
@@ -522,6 +692,9 @@ func dateWordsAnyLanguage() string {
 //	       no-break space between groups
 //	email  jane.doe@example.org                                          -> [EMAIL]
 //	SSN    123-45-6789, "SSN: 123456789"                                 -> [SSN]
+//	       national identifiers whose check digit agrees: KVNR A000500015,
+//	       NIR 1 84 12 76 451 089 46, Medicare 2123 45670 1,
+//	       OHIP 1234-567-897-AB, BSN 111222333                           -> [ID]
 //	MRN    MRN-12345678, "MRN: 12345678", "MRN 12345678"                 -> [MRN]
 //	date   2024-03-05, 03/05/2024, 3/5/24, March 5, 2024, 5 March 2024   -> [DATE]
 //	       14.03.1931, 1931.03.14, 14-Mar-1931, 14. März 1931,
