@@ -556,6 +556,7 @@ var prefilterCases = []string{
 	// lower-case letter, a space cut in its bytes, a run broken by one.
 	"A000500015", "1 84 12 76 451 089 46", "186022A21532523", "2123\u00a045670\u00a01", "1234-567-897-AB", "111222333", "1112.22.333",
 	"12345678", "a123456780", "1234\xe2\x80 567 897", "1234 567\u2028897", "11122233,3", "2A 21 532 523 ABC",
+	"1 86 02 2A 215 325 23", "2123  45670 1", "1234\u00a0\u00a0567 897", "2026-03-05T09:40:00", "1 8B 12 2B 451 089 46", "C-000500021",
 }
 
 // Each pattern's prefilter is false only where its plain regexp (the
