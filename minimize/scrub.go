@@ -68,6 +68,10 @@ type scrubPattern struct {
 	// match: a cheap test run before re (TestScrubPrefiltersAgree,
 	// FuzzScrubPrefilters hold it to re).
 	may func(string) bool
+	// ok, if not nil, is false for a match whose core is no identifier
+	// after all (a check digit that does not agree, too few digits): such
+	// a match is left as it is, and the search goes on inside it.
+	ok func(core string) bool
 }
 
 func newScrubPattern(class scrubClasses, token, pre, core, post string) scrubPattern {
@@ -146,12 +150,27 @@ const (
 const (
 	emailCore = `[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+`
 	mrnCore   = `(?i:mrn|medical\s+record\s+(?:number|no\.?|#))\s*[-:#]?\s*[0-9]{4,}`
-	ssnCore   = `[0-9]{3}[- ][0-9]{2}[- ][0-9]{4}|(?i:ssn|social\s+security\s+(?:number|no\.?|#))\s*[-:#]?\s*[0-9]{9}`
-	phoneCore = `(?:\+?1[\s.\-]?)?(?:\([0-9]{3}\)\s?|[0-9]{3}[\s.\-]?)[0-9]{3}[\s.\-]?[0-9]{4}` +
+	ssnCore   = `[0-9]{3}[- ` + nbsp + `][0-9]{2}[- ` + nbsp + `][0-9]{4}|(?i:ssn|social\s+security\s+(?:number|no\.?|#))\s*[-:#]?\s*[0-9]{9}`
+	phoneCore = `(?:\+?1` + phoneSep + `?)?(?:\([0-9]{3}\)` + phoneSpace + `?|[0-9]{3}` + phoneSep + `?)[0-9]{3}` + phoneSep + `?[0-9]{4}` +
 		// An international number: a country code after "+", an optional
 		// "(0)", then three to seven groups of digits (+44 20 7946 0958,
 		// +49 (0)30 1234567, +33 1 23 45 67 89, +61 2 9876 5432).
-		`|\+[1-9][0-9]{0,2}(?:[\s.\-]?\(0\))?[\s.\-]?\(?[0-9]{1,5}\)?(?:[\s.\-]?[0-9]{2,5}){2,6}`
+		`|\+[1-9][0-9]{0,2}(?:` + phoneSep + `?\(0\))?` + phoneSep + `?\(?[0-9]{1,5}\)?(?:` + phoneSep + `?[0-9]{2,5}){2,6}`
+	// The separators of a telephone number's groups: white space, "." and
+	// "-", and the spaces typography puts between a number's groups
+	// (unicodeSpaces: U+00A0 no-break, U+2007 figure, U+2009 thin, U+202F
+	// narrow no-break, French typography's); RE2's \s is ASCII only, and a
+	// number written with them was released whole until h-intl.
+	nbsp       = `\x{00A0}\x{2007}\x{2009}\x{202F}`
+	phoneSep   = `[\s.\-` + nbsp + `]`
+	phoneSpace = `[\s` + nbsp + `]`
+	sp         = `[ ` + nbsp + `]`    // a space between groups
+	spDot      = `[ .\-` + nbsp + `]` // a space, "." or "-"
+	spDash     = `[ \-` + nbsp + `]`  // a space or "-"
+	// trunk is a national number's trunk prefix 0, also shown as optional
+	// in parentheses, (0)20 7946 0958, as a number is written for callers
+	// at home and abroad alike.
+	trunk = `(?:0|\(0\)` + sp + `?)`
 	// A national number, as the large health systems write them without
 	// "+" and a country code: a trunk prefix 0 and an area code of one to
 	// four digits more, then the subscriber's number in one run or in
@@ -167,13 +186,77 @@ const (
 	// code (0781-1506-10, 01234-567-89) and a date (01-12-2024) are none,
 	// but in France's five pairs, in four groups joined by spaces (as no
 	// NDC code is written), and after an area code in parentheses
-	// (TestScrubKeepsClinicalNumbers).
-	phoneNational = `\(0[1-9][0-9]{0,3}\)[ \-]?(?:[0-9]{6,8}|[0-9]{2,4}(?:[ .\-][0-9]{2,4}){1,3})` + // (02) 9876 5432, (030) 123 456 78
-		`|0[1-9](?:[ .\-][0-9]{2}){4}` + // 01 23 45 67 89, 06.12.34.56.78
-		`|0[1-9][0-9]{1,3} [0-9]{2,4} [0-9]{2,4} [0-9]{2,4}` + // 030 123 456 78 (spaces only: NDC 0781-1506-10 30 tablets)
-		`|0[1-9][0-9]{1,3} ?/ ?(?:[0-9]{5,8}|[0-9]{3,4}(?: [0-9]{2,4}){1,3})` + // 030/1234567, 089 / 123 45 67
-		`|0[1-9][0-9]{0,3}[ .\-][0-9]{3,4}[ .\-][0-9]{3,4}` + // 020 7946 0958, 0412 345 678, 03-1234-5678
-		`|0[1-9][ \-]?[0-9]{8}|0[1-9][0-9][ \-]?[0-9]{7,8}|0[1-9][0-9]{2}[ \-]?[0-9]{6,7}|0[1-9][0-9]{3}[ \-]?[0-9]{5,6}` // 030 1234567, 07700 900123, 020-1234567
+	// (TestScrubKeepsClinicalNumbers). The trunk prefix may be written
+	// "(0)" (trunk), and, in the UK's form, apart: 0 20 7946 0958.
+	phoneNational = `\(0[1-9][0-9]{0,3}\)` + spDash + `?(?:[0-9]{6,8}|[0-9]{2,4}(?:` + spDot + `[0-9]{2,4}){1,3})` + // (02) 9876 5432, (030) 123 456 78
+		`|` + trunk + `[1-9](?:` + spDot + `[0-9]{2}){4}` + // 01 23 45 67 89, 06.12.34.56.78
+		`|` + trunk + `[1-9][0-9]{1,3}` + sp + `[0-9]{2,4}` + sp + `[0-9]{2,4}` + sp + `[0-9]{2,4}` + // 030 123 456 78 (spaces only: NDC 0781-1506-10 30 tablets)
+		`|` + trunk + `[1-9][0-9]{1,3}` + sp + `?/` + sp + `?(?:[0-9]{5,8}|[0-9]{3,4}(?:` + sp + `[0-9]{2,4}){1,3})` + // 030/1234567, 089 / 123 45 67
+		`|(?:` + trunk + `|0` + sp + `)[1-9][0-9]{0,3}` + spDot + `[0-9]{3,4}` + spDot + `[0-9]{3,4}` + // 020 7946 0958, 0412 345 678, 03-1234-5678, 0 20 7946 0958
+		`|` + trunk + `(?:[1-9]` + spDash + `?[0-9]{8}|[1-9][0-9]` + spDash + `?[0-9]{7,8}|[1-9][0-9]{2}` + spDash + `?[0-9]{6,7}|[1-9][0-9]{3}` + spDash + `?[0-9]{5,6})` // 030 1234567, 07700 900123, 020-1234567
+	// An international number dialled with "00" before the country code,
+	// as Europe writes it (0049 30 1234567, 0044 20 7946 0958, 0033 1 23
+	// 45 67 89): the country code (one to three digits, no 0 first) and a
+	// separator, an optional "(0)", then the national number (in Italy's
+	// from its 0 on, 0039 06 1234 5678, as Italy dials it): an area
+	// code of one to three digits and groups, or of one to four and a
+	// group of five to eight (0049 30 1234567, 0044 7700 900123). phoneIntl00Digits holds the
+	// national number to eight digits or more, as long as every country's
+	// national numbers are but for a few small ones (ITU-T E.164 numbers
+	// are at most 15 digits, the country code included). So a spaced NDC
+	// code (00781 1506 10, 00591 123 45 30 tablets) and a schedule of
+	// times (0030 1200 1800) are none (TestScrubKeepsClinicalNumbers).
+	phoneIntl00 = `00(?:39` + spDot + `0|[1-9][0-9]{0,2}` + spDot + `(?:\(0\)` + sp + `?)?)` +
+		`(?:[1-9][0-9]{0,2}(?:` + spDot + `[0-9]{2,5}){1,5}|[1-9][0-9]{0,3}` + spDot + `[0-9]{5,8})`
+	// National identifiers of the health systems custos's users meet,
+	// in free text, each replaced only when its check digit agrees
+	// (nationalIDs' checks), so that a clinical number of the same length
+	// is kept but by chance (one in ten, eleven or ninety-seven):
+	//   - Germany's Krankenversichertennummer (KVNR, on the eGK): a capital
+	//     and nine digits, the last a check digit of the letter's number
+	//     (A = 01 … Z = 26) and the eight digits, weights 1, 2, 1, 2, …,
+	//     digit sums of the products, modulo 10 (§ 290 SGB V, Anlage 1,
+	//     whose worked examples are A000500015 and C000500021):
+	//     A123456789;
+	//   - France's NIR (numéro de sécurité sociale, INSEE): sex (1, 2, or
+	//     3, 4, 7, 8 for a provisional number), year, month, département
+	//     (2A, 2B for Corsica), commune, order, then a key of two digits,
+	//     97 - (the thirteen digits mod 97), 2A read as 19 and 2B as 18
+	//     (INSEE; python-stdnum's and betagouv/nir_validate's rule):
+	//     1 84 12 76 451 089 46, 184127645108946;
+	//   - Australia's Medicare card number: eight digits beginning 2 to 6,
+	//     a check digit (the eight weighted 1, 3, 7, 9, 1, 3, 7, 9, modulo
+	//     10), the card's issue number (1 to 9) and optionally the
+	//     individual reference number (NEHTA, "Use of Healthcare
+	//     Identifiers in Health Software Systems", v1.4; the Australian
+	//     Digital Health Agency's NamingSystem medicarenum: 10 or 11
+	//     digits): 2123 45670 1, 2123-45670-1-2, 21234567012;
+	//   - Ontario's health number (OHIP): ten digits in groups of four,
+	//     three and three and a version code of one or two capitals, its
+	//     last digit a Luhn (mod 10) check digit (Ontario's health card
+	//     validation specification, as OSCAR EMR documents it):
+	//     1234 567 897, 1234-567-897-AB, 1234567897AB;
+	//   - the Netherlands' burgerservicenummer (BSN): nine digits, or 4.2.3
+	//     with dots, passing the 11-proef (9, 8, …, 2 times the first eight
+	//     minus the last is a multiple of 11; Logius, the elfproef
+	//     package's documentation): 111222333, 1112.22.333. A SNOMED CT
+	//     concept id of nine digits is none (snomedConceptID: its partition
+	//     00 and Verhoeff check digit), since one in eleven would pass.
+	// The UK's NHS number (ten digits, 943 476 5919, mod 11) needs no
+	// pattern of its own: every way it is written, 943 476 5919,
+	// 943-476-5919, 9434765919, is a North American telephone number's
+	// form, and phoneCore takes it whatever its check digit says
+	// (TestScrubNationalIdentifiers).
+	kvnr     = `[A-Z][0-9]{9}`
+	idSep    = `[ .` + nbsp + `]`
+	nir      = `[1-478]` + idSep + `?[0-9]{2}` + idSep + `?[0-9]{2}` + idSep + `?(?:[0-9]{2}|2[AB])` + idSep + `?[0-9]{3}` + idSep + `?[0-9]{3}` + idSep + `?[0-9]{2}`
+	medicare = `[2-6][0-9]{3}` + spDash + `?[0-9]{5}` + spDash + `?[1-9](?:` + spDash + `?[1-9])?`
+	ohip     = `[0-9]{4}` + spDash + `?[0-9]{3}` + spDash + `?[0-9]{3}(?:` + spDash + `?[A-Z]{1,2})?`
+	bsn      = `[0-9]{9}|[0-9]{4}\.[0-9]{2}\.[0-9]{3}`
+	// idStart and idEnd bound an identifier: no letter or digit beside
+	// it, nor a "." that makes it part of a decimal or an OID.
+	idStart = `^|[^0-9A-Za-z.]`
+	idEnd   = `$|[^0-9A-Za-z.]|\.$|\.[^0-9]`
 	dateNum = `[0-9]{4}[-/][0-9]{1,2}[-/][0-9]{1,2}` +
 		`(?:T[0-9]{1,2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?` +
 		`|[0-9]{1,2}[-/][0-9]{1,2}[-/](?:[0-9]{4}|[0-9]{2})`
@@ -211,18 +294,33 @@ const (
 
 // scrubPatterns are applied in this order on every pass. Email first, so a
 // phone-like local part goes with its address; MRN and SSN before phone, so
-// their digits are not half-eaten by the looser phone pattern; dates last.
+// their digits are not half-eaten by the looser phone pattern; a number
+// after "00" before the others, whose forms its national part has; the
+// national identifiers after the telephone numbers (a ten-digit number is
+// a telephone number first), longest form first; dates last.
 var scrubPatterns = []scrubPattern{
 	newScrubPattern(classEmail, "[EMAIL]", ``, emailCore, ``),
 	newScrubPattern(classMRN, "[MRN]", ``, mrnCore, ``),
 	newScrubPattern(classSSN, "[SSN]", notDigit, ssnCore, notDigitEnd),
+	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneIntl00, dotNumEnd).onlyIf(mayHoldTrunkNumber).checked(phoneIntl00Digits),
 	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneCore, notDigitEnd),
-	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneNational, dotNumEnd).onlyIf(mayHoldNationalPhone),
+	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneNational, dotNumEnd).onlyIf(mayHoldTrunkNumber),
+	newScrubPattern(classSSN, "[ID]", idStart, kvnr, idEnd).onlyIf(mayHoldNationalID).checked(kvnrCheck),
+	newScrubPattern(classSSN, "[ID]", idStart, nir, idEnd).onlyIf(mayHoldNationalID).checked(nirCheck),
+	newScrubPattern(classSSN, "[ID]", idStart, medicare, idEnd).onlyIf(mayHoldNationalID).checked(medicareCheck),
+	newScrubPattern(classSSN, "[ID]", idStart, ohip, idEnd).onlyIf(mayHoldNationalID).checked(ohipCheck),
+	newScrubPattern(classSSN, "[ID]", idStart, bsn, idEnd).onlyIf(mayHoldNationalID).checked(bsnCheck),
 	newScrubPattern(classDate, "[DATE]", notDigit, dateNum, notDigitEnd),
 	newScrubPattern(classDate, "[DATE]", dotNumStart, dateCompact, dotNumEnd).onlyIf(mayHoldCompactDate),
 	newScrubPattern(classDate, "[DATE]", dotNumStart, dateDots, dotNumEnd).onlyIf(mayHoldDateDots),
 	newScrubPattern(classDate, "[DATE]", notAlnum, dateWords, notAlnumEnd).onlyIf(mayHoldMonthName),
 	newScrubPattern(classDate, "[DATE]", notAlnum, dateWordsAnyLanguage(), notAlnumEnd).onlyIf(mayHoldMonthName),
+}
+
+// checked is p, replacing only a match whose core ok accepts.
+func (p scrubPattern) checked(ok func(core string) bool) scrubPattern {
+	p.ok = ok
+	return p
 }
 
 // onlyIf is p, whose regexp runs only on a string for which may is true.
@@ -235,27 +333,32 @@ func (p scrubPattern) onlyIf(may func(string) bool) scrubPattern {
 	return p
 }
 
-// mayHoldNationalPhone is false only for a string in which phoneNational
-// has no match: each has a 0 right after a character that is no digit
-// (or at the start) and before a digit 1 to 9, from which six digits or
-// more follow within 32 characters of digits, spaces, ".", "-", ")" and
-// one "/" after three digits at least (a match is at most 28 long and
-// holds six digits at least; one with "/" has it once, after an area code
-// of three digits or more). A telephone number's "-0142", a time's
-// "T09:40" and a date's "03/14/2024" have not as many:
-// BenchmarkScrubClinicalNote ran the pattern on every pass without it.
-func mayHoldNationalPhone(s string) bool {
+// mayHoldTrunkNumber is false only for a string in which neither
+// phoneNational nor phoneIntl00 has a match: each has a 0 right after a
+// character that is no digit (or at the start), from which six digits or
+// more follow within 48 characters of digits, spaces (unicodeSpaces
+// too), ".", "-", "(", ")" and one "/" after three digits at least (a
+// match is at most 43 characters long and holds six digits at least; one
+// with "/" has it once, after an area code of three digits or more). A
+// telephone number's "-0142", a time's "T09:40" and a date's
+// "03/14/2024" have not as many: BenchmarkScrubClinicalNote ran the
+// pattern on every pass without it.
+func mayHoldTrunkNumber(s string) bool {
 	for i := 0; i+1 < len(s); i++ {
-		if s[i] != '0' || s[i+1] < '1' || s[i+1] > '9' || i > 0 && isDigit(s[i-1]) {
+		if s[i] != '0' || i > 0 && isDigit(s[i-1]) {
 			continue
 		}
 		digits, slash := 0, false
-		for j := i; j < len(s) && j < i+32; j++ {
-			if c := s[j]; isDigit(c) {
+		for j, n := i, 0; j < len(s) && n < 48; n++ {
+			c := s[j]
+			j++
+			if isDigit(c) {
 				digits++
 			} else if c == '/' && !slash && digits >= 3 {
 				slash = true
-			} else if strings.IndexByte(" .-)", c) < 0 {
+			} else if c >= 0x80 && unicodeSpaceAt(s, j-1) > 0 {
+				j += unicodeSpaceAt(s, j-1) - 1
+			} else if strings.IndexByte(" .-()", c) < 0 {
 				break
 			}
 		}
@@ -264,6 +367,161 @@ func mayHoldNationalPhone(s string) bool {
 		}
 	}
 	return false
+}
+
+// unicodeSpaceAt is the length in bytes of the space of nbsp that s holds
+// at i, or 0.
+func unicodeSpaceAt(s string, i int) int {
+	for _, sp := range unicodeSpaceBytes {
+		if strings.HasPrefix(s[i:], sp) {
+			return len(sp)
+		}
+	}
+	return 0
+}
+
+// unicodeSpaceBytes are the runes of nbsp, UTF-8 encoded.
+var unicodeSpaceBytes = []string{"\u00a0", "\u2007", "\u2009", "\u202f"}
+
+// phoneIntl00Digits reports whether a match of phoneIntl00 has a
+// national number of eight digits or more: the digits after the country
+// code and its separator, a "(0)" aside.
+func phoneIntl00Digits(core string) bool {
+	i := 2
+	for i < len(core) && isDigit(core[i]) {
+		i++
+	}
+	n := 0
+	for _, c := range []byte(strings.Replace(core[i:], "(0)", "", 1)) {
+		if isDigit(c) {
+			n++
+		}
+	}
+	return n >= 8
+}
+
+// mayHoldNationalID is false only for a string in which none of the
+// national identifier patterns (kvnr, nir, medicare, ohip, bsn) has a
+// match: each holds a chain of nine digits or more, each joined to the
+// next by nothing or by one space (unicodeSpaces too), "." or "-", the
+// letter of NIR's 2A and 2B counting as a digit. A time's "T" ends a
+// chain, so a timestamp (2026-03-05T09:40) has none: without the chain
+// the five regexps ran on the clinical note's first pass and made
+// BenchmarkScrubClinicalNote half as slow again.
+func mayHoldNationalID(s string) bool {
+	digits, afterDigit := 0, false
+	for i := 0; i < len(s); i++ {
+		c, size := s[i], 0
+		if c >= 0x80 {
+			size = unicodeSpaceAt(s, i)
+		}
+		switch {
+		case isDigit(c) || afterDigit && (c == 'A' || c == 'B'):
+			if digits++; digits >= 9 {
+				return true
+			}
+			afterDigit = true
+			continue
+		case afterDigit && (c == ' ' || c == '.' || c == '-' || size > 0):
+			if size > 0 {
+				i += size - 1
+			}
+			afterDigit = false
+			continue
+		}
+		digits, afterDigit = 0, false
+	}
+	return false
+}
+
+// digitsOf is the ASCII digits of s, in order.
+func digitsOf(s string) []int {
+	d := make([]int, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if isDigit(s[i]) {
+			d = append(d, int(s[i]-'0'))
+		}
+	}
+	return d
+}
+
+// kvnrCheck reports whether a KVNR's check digit agrees (§ 290 SGB V,
+// Anlage 1): the letter as two digits (A = 01 … Z = 26), then the first
+// eight digits, weighted 1, 2, 1, 2, …, each product's digit sum, the
+// total modulo 10.
+func kvnrCheck(core string) bool {
+	letter := int(core[0]-'A') + 1
+	d := append([]int{letter / 10, letter % 10}, digitsOf(core[1:])...)
+	sum := 0
+	for i, x := range d[:10] {
+		p := x * (1 + i%2)
+		sum += p/10 + p%10
+	}
+	return sum%10 == d[10]
+}
+
+// nirCheck reports whether a NIR's key is 97 minus its first thirteen
+// digits modulo 97, the département 2A read as 19 and 2B as 18.
+func nirCheck(core string) bool {
+	body := make([]byte, 0, 15)
+	for i := 0; i < len(core); i++ {
+		if c := core[i]; isDigit(c) || c == 'A' || c == 'B' {
+			body = append(body, c)
+		}
+	}
+	switch body[6] { // the département, S YY MM DD: body[5:7]
+	case 'A':
+		body[5], body[6] = '1', '9'
+	case 'B':
+		body[5], body[6] = '1', '8'
+	}
+	var n uint64
+	for _, c := range body[:13] {
+		n = n*10 + uint64(c-'0')
+	}
+	return uint64(body[13]-'0')*10+uint64(body[14]-'0') == 97-n%97
+}
+
+// medicareCheck reports whether a Medicare card number's ninth digit is
+// its first eight weighted 1, 3, 7, 9, 1, 3, 7, 9, modulo 10.
+func medicareCheck(core string) bool {
+	d := digitsOf(core)
+	sum := 0
+	for i, w := range [8]int{1, 3, 7, 9, 1, 3, 7, 9} {
+		sum += d[i] * w
+	}
+	return sum%10 == d[8]
+}
+
+// ohipCheck reports whether an Ontario health number's ten digits pass
+// the Luhn check.
+func ohipCheck(core string) bool {
+	d := digitsOf(core)
+	sum := 0
+	for i, x := range d[:10] {
+		if i%2 == 0 { // every second digit from the right, the check digit's left neighbour first
+			if x *= 2; x > 9 {
+				x -= 9
+			}
+		}
+		sum += x
+	}
+	return sum%10 == 0
+}
+
+// bsnCheck reports whether a BSN passes the 11-proef and is not a
+// SNOMED CT concept id.
+func bsnCheck(core string) bool {
+	d := digitsOf(core)
+	sum := -d[8]
+	for i, x := range d[:8] {
+		sum += (9 - i) * x
+	}
+	var run [9]byte
+	for i, x := range d {
+		run[i] = byte('0' + x)
+	}
+	return sum%11 == 0 && sum != 0 && !snomedConceptID(string(run[:]))
 }
 
 // mayHoldCompactDate is false only for a string in which dateCompact has
@@ -438,9 +696,14 @@ func dateWordsAnyLanguage() string {
 //	phone  555-123-4567, (555) 123-4567, +1 555 123 4567, 555.123.4567  -> [PHONE]
 //	       +44 20 7946 0958, +49 (0)30 1234567, 020 7946 0958,
 //	       (030) 123 456 78, 01 23 45 67 89, (02) 9876 5432, 03-1234-5678,
-//	       030/1234567
+//	       030/1234567, 0049 30 1234567, 0044 20 7946 0958, (0)20 7946 0958,
+//	       and any of these with a no-break, figure, thin or narrow
+//	       no-break space between groups
 //	email  jane.doe@example.org                                          -> [EMAIL]
 //	SSN    123-45-6789, "SSN: 123456789"                                 -> [SSN]
+//	       national identifiers whose check digit agrees: KVNR A000500015,
+//	       NIR 1 84 12 76 451 089 46, Medicare 2123 45670 1,
+//	       OHIP 1234-567-897-AB, BSN 111222333                           -> [ID]
 //	MRN    MRN-12345678, "MRN: 12345678", "MRN 12345678"                 -> [MRN]
 //	date   2024-03-05, 03/05/2024, 3/5/24, March 5, 2024, 5 March 2024   -> [DATE]
 //	       14.03.1931, 1931.03.14, 14-Mar-1931, 14. März 1931,
@@ -456,7 +719,8 @@ func dateWordsAnyLanguage() string {
 // reasons, see [ScrubReason].
 //
 // The result is a fixpoint: scrubbing it again changes nothing, and no
-// pattern of any class matches it.
+// pattern of any class finds an identifier in it (a match a pattern's
+// check refuses, scrubPattern.ok, is none).
 func ScrubString(s string) string {
 	return scrub(s, allClasses)
 }
@@ -564,7 +828,12 @@ func (p *scrubPattern) replace(s string, keepTokens bool) string {
 	for m != nil {
 		preEnd, postStart := m[3], m[2*p.post]
 		next := m[1]
-		if within(tokens, preEnd, postStart) {
+		if p.ok != nil && !p.ok(s[preEnd:postStart]) {
+			// Not an identifier: one may begin inside it, after its
+			// first character (every checked core begins with an ASCII
+			// letter or digit, so next is on a rune's start).
+			next = preEnd + 1
+		} else if within(tokens, preEnd, postStart) {
 			next = postStart
 		} else {
 			b.WriteString(s[last:preEnd])
