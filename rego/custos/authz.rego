@@ -120,6 +120,10 @@ billing_obligations := {
 		{"op": "remove", "path": "/beneficiary/display"},
 		{"op": "remove", "path": "/text"},
 		{"op": "scrub", "path": "/class/*/name"},
+		# The insurer's name or number for its provider network (R4
+		# Coverage.network), which decides in- or out-of-network terms:
+		# free text its sender fills as it likes, scrubbed as a class's name.
+		{"op": "scrub", "path": "/network"},
 		{"op": "allow", "path": "", "fn": concat(",", billing_coverage_elements)},
 	],
 	"encounter": [

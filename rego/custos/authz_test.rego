@@ -205,8 +205,9 @@ test_billing_coverage_minimized if {
 	d.reasons == ["billing_payment"]
 	{"op": "mask", "path": "/subscriberId", "fn": "last4"} in d.obligations
 	{"op": "mask", "path": "/class/*/value", "fn": "last4"} in d.obligations
-	obligation_paths(d) == {"/subscriberId", "/class/*/value", "/identifier", "/beneficiary/display", "/text", "/class/*/name", ""}
+	obligation_paths(d) == {"/subscriberId", "/class/*/value", "/identifier", "/beneficiary/display", "/text", "/class/*/name", "/network", ""}
 	{"op": "scrub", "path": "/class/*/name"} in d.obligations
+	{"op": "scrub", "path": "/network"} in d.obligations
 	kept := billing_allowed(d)
 	every e in ["/subscriberId", "/beneficiary/reference", "/payor/*/reference", "/class/*/value", "/class/*/name", "/period",
 		"/type/coding/*/code", "/type/coding/*/system", "/relationship/coding/*/code", "/class/*/type/coding/*/code",
