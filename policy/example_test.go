@@ -50,6 +50,7 @@ func ExampleEngine_Decide() {
 	// remove:/beneficiary/display
 	// remove:/text
 	// scrub:/class/*/name
+	// scrub:/network
 	// allow::/meta/versionId,/meta/lastUpdated,/meta/profile,/meta/security,/meta/tag,/modifierExtension,/status,/policyHolder/type,/subscriber/type,/subscriberId,/beneficiary/type,/dependent,/period,/payor/*/reference,/payor/*/type,/class/*/modifierExtension,/class/*/value,/class/*/name,/order,/network,/costToBeneficiary/*/modifierExtension,/costToBeneficiary/*/valueQuantity,/costToBeneficiary/*/valueMoney,/costToBeneficiary/*/exception/*/modifierExtension,/costToBeneficiary/*/exception/*/period,/subrogation,/contract/*/reference,/contract/*/type,/type/coding/*/system,/type/coding/*/version,/type/coding/*/code,/relationship/coding/*/system,/relationship/coding/*/version,/relationship/coding/*/code,/class/*/type/coding/*/system,/class/*/type/coding/*/version,/class/*/type/coding/*/code,/costToBeneficiary/*/type/coding/*/system,/costToBeneficiary/*/type/coding/*/version,/costToBeneficiary/*/type/coding/*/code,/costToBeneficiary/*/exception/*/type/coding/*/system,/costToBeneficiary/*/exception/*/type/coding/*/version,/costToBeneficiary/*/exception/*/type/coding/*/code
 }
 

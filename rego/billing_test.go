@@ -431,3 +431,23 @@ func TestBillingViewDropsSourceIDs(t *testing.T) {
 		}
 	}
 }
+
+// Coverage.network is "the insurer-specific identifier for the
+// insurer-defined network of providers" (R4), which decides whether the
+// in-network terms apply: the biller keeps it (45 CFR 164.501, payment:
+// determinations of coverage), but it is free text its sender fills as it
+// likes, so it is scrubbed of identifier patterns, as a class's name is.
+// Until h-biller4 it was released whole.
+func TestBillingViewScrubsTheCoverageNetwork(t *testing.T) {
+	in := `{"resourceType":"Coverage","id":"c","status":"active","beneficiary":{"reference":"Patient/p"},"payor":[{"reference":"Organization/o"}],` +
+		`"network":"Keystone Select PPO, member desk 410-555-0199, nw.desk@example.org"}`
+	out := string(billingView(t, defaultEngine(t), "coverage", []byte(in)))
+	for _, g := range []string{"410-555-0199", "nw.desk@example.org"} {
+		if strings.Contains(out, g) {
+			t.Errorf("the biller's view holds %q: %s", g, out)
+		}
+	}
+	if k := `"network":"Keystone Select PPO, member desk [PHONE], [EMAIL]"`; !strings.Contains(out, k) {
+		t.Errorf("the biller's view lacks %s: %s", k, out)
+	}
+}

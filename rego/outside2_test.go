@@ -65,8 +65,11 @@ func TestOutside2Examples(t *testing.T) {
 		allowed       []string // canaries the view may show (a biller reads dates)
 		kept          []string // what the view must keep
 	}{
-		{"billing", "HPAYMT", []string{"coverage", "device", "encounter"}, []string{"device"}, []string{"2024-03-14", "2024-03-18"},
-			[]string{`"subscriberId":"***2233"`, `"value":"***2233"`, `"code":"rxid"`, `"code":"IMP"`, `"code":"hosp-trans"`}},
+		// Since h-biller4 the biller reads the Claim and the CARIN BB
+		// ExplanationOfBenefits too, claim numbers masked.
+		{"billing", "HPAYMT", []string{"claim", "coverage", "device", "encounter", "explanationofbenefit"}, []string{"device"}, []string{"2024-03-14", "2024-03-18"},
+			[]string{`"subscriberId":"***2233"`, `"value":"***2233"`, `"code":"rxid"`, `"code":"IMP"`, `"code":"hosp-trans"`,
+				`"value":"***8899"`, `"code":"99231"`, `"code":"A0"`, `"valueString":"***1123"`, `"code":"32485007"`}},
 		{"researcher", "HRESCH", []string{"careplan", "coverage", "device", "encounter", "goal", "imagingstudy", "immunization", "observation", "patient", "specimen"}, nil, nil,
 			[]string{`"code":"69548-6"`, `"code":"140"`, `"code":"CT"`, `"postalCode":"021"`, `"code":"122555007"`}},
 	} {

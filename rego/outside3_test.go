@@ -59,8 +59,11 @@ func TestOutside3Examples(t *testing.T) {
 		allowed       []string // canaries the view may show
 		kept          []string // what the view must keep
 	}{
-		{"billing", "HPAYMT", []string{"encounter", "organization"}, []string{"Harrowgate", "2024-06-11"},
-			[]string{`"code":"AMB"`, `"start":"2024-06-11T09:00:00-04:00"`}},
+		// Since h-biller4 the biller reads the transaction Bundle's Claim
+		// and ExplanationOfBenefit too.
+		{"billing", "HPAYMT", []string{"claim", "encounter", "explanationofbenefit", "organization"}, []string{"Harrowgate", "2024-06-11"},
+			[]string{`"code":"AMB"`, `"start":"2024-06-11T09:00:00-04:00"`, `"code":"45378"`, `"value":"***0210"`,
+				`"payment":{"amount":{"currency":"USD","value":650},"identifier":{"value":"***7788"}}`}},
 		{"researcher", "HRESCH", []string{"allergyintolerance", "condition", "encounter", "familymemberhistory", "medicationadministration",
 			"medicationstatement", "observation", "organization", "patient", "procedure"}, nil,
 			[]string{`"birthDate":"1942"`, `"postalCode":"053"`, `"code":"BRO"`, `"code":"363406005"`, `"bornDate":"1939"`,

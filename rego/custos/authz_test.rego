@@ -205,8 +205,9 @@ test_billing_coverage_minimized if {
 	d.reasons == ["billing_payment"]
 	{"op": "mask", "path": "/subscriberId", "fn": "last4"} in d.obligations
 	{"op": "mask", "path": "/class/*/value", "fn": "last4"} in d.obligations
-	obligation_paths(d) == {"/subscriberId", "/class/*/value", "/identifier", "/beneficiary/display", "/text", "/class/*/name", ""}
+	obligation_paths(d) == {"/subscriberId", "/class/*/value", "/identifier", "/beneficiary/display", "/text", "/class/*/name", "/network", ""}
 	{"op": "scrub", "path": "/class/*/name"} in d.obligations
+	{"op": "scrub", "path": "/network"} in d.obligations
 	kept := billing_allowed(d)
 	every e in ["/subscriberId", "/beneficiary/type", "/payor/*/reference", "/class/*/value", "/class/*/name", "/period",
 		"/type/coding/*/code", "/type/coding/*/system", "/relationship/coding/*/code", "/class/*/type/coding/*/code",
@@ -253,8 +254,89 @@ billing_allowed(d) := kept if {
 	kept := {e | some e in split(allows[0].fn, ",")}
 }
 
+# Claims and remittances (h-biller4): each decision masks the identifiers
+# to their last four characters and ends in the allow-list of what a claim
+# or remittance carries; references keep reference and type (the
+# patient's, a coverage's and a claim's their type only: source ids), codes their
+# system, version and code; free text, narrative, attachments, addresses
+# and what R4 does not define are left out.
+test_billing_claims_minimized if {
+	every typ in ["claim", "claimresponse", "explanationofbenefit"] {
+		d := decide(billing, "HPAYMT", res(typ, patient_b))
+		d.allow
+		d.reasons == ["billing_payment"]
+		{"op": "mask", "path": "/identifier/*/value", "fn": "last4"} in d.obligations
+		every o in d.obligations {
+			o.op in {"mask", "allow"}
+		}
+		kept := billing_allowed(d)
+		every e in [
+			"/status", "/use", "/created", "/patient/type", "/insurer/reference", "/identifier/*/value",
+			"/type/coding/*/code", "/subType/coding/*/system", "/insurance/*/focal", "/insurance/*/coverage/type",
+		] {
+			e in kept
+		}
+		every e in [
+			"/text", "/contained", "/extension", "/identifier", "/identifier/*/assigner", "/patient", "/patient/display",
+			"/patient/identifier", "/insurer/display", "/type/text", "/type/coding/*/display", "/disposition",
+			"/processNote", "/form", "/insurance/*/coverage/display", "/insurance/*/businessArrangement", "/item",
+			"/id", "/patient/reference", "/insurance/*/coverage/reference",
+		] {
+			not e in kept
+		}
+	}
+	every typ in ["claim", "explanationofbenefit"] {
+		kept := billing_allowed(decide(billing, "HPAYMT", res(typ, patient_b)))
+		{"op": "mask", "path": "/supportingInfo/*/valueString", "fn": "last4"} in decide(billing, "HPAYMT", res(typ, patient_b)).obligations
+		every e in [
+			"/billablePeriod", "/provider/reference", "/priority/coding/*/code", "/diagnosis/*/sequence",
+			"/diagnosis/*/diagnosisCodeableConcept/coding/*/code", "/procedure/*/procedureCodeableConcept/coding/*/code",
+			"/procedure/*/date", "/item/*/sequence", "/item/*/productOrService/coding/*/code", "/item/*/modifier/*/coding/*/code",
+			"/item/*/revenue/coding/*/code", "/item/*/servicedDate", "/item/*/servicedPeriod", "/item/*/quantity",
+			"/item/*/unitPrice", "/item/*/net", "/item/*/detail/*/net", "/item/*/detail/*/subDetail/*/productOrService/coding/*/code",
+			"/careTeam/*/provider/reference", "/supportingInfo/*/category/coding/*/code", "/supportingInfo/*/valueString",
+			"/supportingInfo/*/timingDate",
+		] {
+			e in kept
+		}
+		every e in [
+			"/careTeam/*/provider/display", "/payee/party/display", "/supportingInfo/*/valueAttachment",
+			"/accident/locationAddress", "/item/*/locationAddress", "/related/*/reference", "/diagnosis/*/diagnosisCodeableConcept/text",
+			"/enterer/display", "/enterer/identifier", "/facility/identifier",
+		] {
+			not e in kept
+		}
+	}
+	every typ in ["claimresponse", "explanationofbenefit"] {
+		d := decide(billing, "HPAYMT", res(typ, patient_b))
+		{"op": "mask", "path": "/payment/identifier/value", "fn": "last4"} in d.obligations
+		kept := billing_allowed(d)
+		every e in [
+			"/outcome", "/item/*/adjudication/*/amount", "/item/*/adjudication/*/category/coding/*/code",
+			"/item/*/adjudication/*/reason/coding/*/code", "/total/*/amount", "/payment/amount", "/payment/date",
+			"/payment/identifier/value", "/addItem/*/productOrService/coding/*/code",
+		] {
+			e in kept
+		}
+		every e in ["/item/*/adjudication/*/reason/text", "/processNote/*/text", "/payment/identifier/assigner"] {
+			not e in kept
+		}
+	}
+	"/benefitBalance/*/financial/*/usedMoney" in billing_allowed(decide(billing, "HPAYMT", res("explanationofbenefit", patient_b)))
+	not "/benefitBalance/*/description" in billing_allowed(decide(billing, "HPAYMT", res("explanationofbenefit", patient_b)))
+	"/total" in billing_allowed(decide(billing, "HPAYMT", res("claim", patient_b)))
+}
+
+# Account, ChargeItem and Invoice stay denied to billing (docs/policy.md):
+# claims and remittances carry every charge a biller works on, and these
+# three name the patient and a guarantor in free text and references
+# (Account.name, Account.guarantor.party) with no claim standard to say
+# which of their elements payment needs.
 test_billing_other_types_denied if {
-	every typ in ["note", "observation", "condition", "patient", "report", "image", "medicationrequest"] {
+	every typ in [
+		"note", "observation", "condition", "patient", "report", "image", "medicationrequest",
+		"account", "chargeitem", "invoice", "paymentnotice", "paymentreconciliation",
+	] {
 		d := decide(billing, "HPAYMT", res(typ, patient_b))
 		not d.allow
 		"resource_type_not_permitted" in d.reasons
@@ -303,7 +385,10 @@ test_research_type_without_obligations_denied if {
 test_obligations_in_vocabulary if {
 	every p in [clinician, billing, researcher] {
 		every pou in ["TREAT", "HPAYMT", "HRESCH"] {
-			every typ in ["patient", "observation", "condition", "medicationrequest", "encounter", "coverage", "note", "report", "image"] {
+			every typ in [
+				"patient", "observation", "condition", "medicationrequest", "encounter", "coverage", "note", "report", "image",
+				"claim", "claimresponse", "explanationofbenefit",
+			] {
 				d := decide(p, pou, res(typ, patient_a))
 				every o in d.obligations {
 					o.op in {"remove", "mask", "generalize", "scrub", "allow", "deidentify"}
