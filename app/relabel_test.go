@@ -18,7 +18,9 @@ import (
 
 	"github.com/custos-mcp/custos/app"
 	"github.com/custos-mcp/custos/audit/audittest"
+	"github.com/custos-mcp/custos/fhirin"
 	"github.com/custos-mcp/custos/secrets"
+	"github.com/custos-mcp/custos/secrets/vaulttest"
 	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/store"
 )
@@ -28,8 +30,9 @@ import (
 // residence rule) left: testdata/fhir-corpus's location-home.json (a
 // patient's home, v3-RoleCode PTRES, a street address) and a ward, both
 // tenant-level and unlabelled, its labels settled but no label rules
-// version recorded. It returns the data directory and the two URIs.
-func oldRulesCatalog(t *testing.T) (data, home, ward string) {
+// version recorded; with dk (not nil) encrypted at rest. It returns the
+// data directory and the two URIs.
+func oldRulesCatalog(t *testing.T, dk store.DataKeys) (data, home, ward string) {
 	t.Helper()
 	ctx := context.Background()
 	data = t.TempDir()
@@ -51,7 +54,7 @@ func oldRulesCatalog(t *testing.T) (data, home, ward string) {
 		{Type: "Location", ID: "ward-3", Body: []byte(`{"resourceType":"Location","id":"ward-3","name":"Ward 3"}`), Where: "Location.ndjson:2"},
 	}
 	cat := filepath.Join(data, app.CatalogFile)
-	if _, err := store.ImportEntriesStaged(ctx, cat, seq2(es), store.EntryOptions{Namer: n}, store.Options{}); err != nil {
+	if _, err := store.ImportEntriesStaged(ctx, cat, seq2(es), store.EntryOptions{Namer: n}, store.Options{DataKeys: dk}); err != nil {
 		t.Fatal(err)
 	}
 	// What that custos kept in meta: the marker of settled labels
@@ -125,7 +128,7 @@ func seq2(es []store.Entry) func(func(store.Entry, error) bool) {
 // the ward but neither lists nor reads the home.
 func TestServeRefusesACatalogLabelledWithOlderRules(t *testing.T) {
 	ctx := context.Background()
-	data, home, ward := oldRulesCatalog(t)
+	data, home, ward := oldRulesCatalog(t, nil)
 	o := devHTTPOptions(t, data, "biller-token", `{"sub":"b","roles":["billing"],"client_id":"c","tenant":"general-hospital","patients":[],"purpose_of_use":"HPAYMT"}`)
 
 	a, err := app.Open(ctx, o)
@@ -183,5 +186,66 @@ func TestServeRefusesACatalogLabelledWithOlderRules(t *testing.T) {
 	cancel()
 	if err := <-served; err != nil {
 		t.Errorf("Serve = %v", err)
+	}
+}
+
+// An encrypted catalog (data keys from a real Vault dev server's Transit,
+// as serve opens it; skipped without a Vault binary, failing under
+// CI=true) is relabelled with the Vault provider, which decrypts the
+// stored bodies: refused for serve before, the home labelled residence
+// after, and the catalog opens as serve opens it. Without keys relabel is
+// refused, naming the encryption, and changes nothing.
+func TestRelabelEncryptedWithVault(t *testing.T) {
+	ctx := context.Background()
+	srv := vaulttest.Start(t, vaulttest.Options{})
+	p, err := srv.Provision(ctx, vaulttest.ProvisionOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := secrets.OpenVault(ctx, secrets.VaultOptions{Address: srv.Addr, Token: p.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	data, home, _ := oldRulesCatalog(t, v)
+	cat := filepath.Join(data, app.CatalogFile)
+	serveOpens := func() error {
+		l, err := store.OpenLive(cat, store.LiveOptions{Options: store.Options{DataKeys: v}, LabelRules: fhirin.LabelRules})
+		if err == nil {
+			l.Close()
+		}
+		return err
+	}
+	if err := serveOpens(); !errors.Is(err, store.ErrOldLabelRules) {
+		t.Fatalf("before relabel: %v, want ErrOldLabelRules", err)
+	}
+	before, err := os.ReadFile(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.RelabelCatalog(ctx, cat, app.Relabel{}); !errors.Is(err, store.ErrEncrypted) {
+		t.Fatalf("relabel without keys: %v, want ErrEncrypted", err)
+	}
+	if after, _ := os.ReadFile(cat); !bytes.Equal(after, before) {
+		t.Fatal("a refused relabel changed the catalog")
+	}
+	rep, err := app.RelabelCatalog(ctx, cat, app.Relabel{DataKeys: v})
+	if err != nil || rep.Read != 2 || rep.Added["residence"] != 1 {
+		t.Fatalf("relabel with Vault: %+v %v", rep, err)
+	}
+	if err := serveOpens(); err != nil {
+		t.Fatalf("after relabel: %v", err)
+	}
+	st, err := store.Open(cat, store.Options{ReadOnly: true, DataKeys: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r, err := st.Get(home)
+	if err != nil || !slices.Equal(r.Labels.Sensitivity, []string{"residence"}) {
+		t.Fatalf("home after relabel: %+v %v", r.Labels, err)
+	}
+	if body, err := st.Blob(ctx, r.Digest); err != nil || !bytes.Contains(body, []byte("PTRES")) {
+		t.Errorf("home body after relabel: %v", err)
 	}
 }
