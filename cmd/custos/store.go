@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
@@ -77,11 +78,18 @@ Examples:
 				defer kv.Close()
 				dataKeys = kv
 			}
+			// A dry run, or a failed relabel, leaves no import lock file
+			// it created (as a failed first import leaves none).
+			_, lerr := os.Stat(d.catalog() + ".import.lock")
+			newLock := errors.Is(lerr, os.ErrNotExist)
 			tick, done := progress(progressTo(cmd, asJSON), "relabelling", true)
 			rep, err := app.RelabelCatalog(cmd.Context(), d.catalog(), app.Relabel{
 				DataKeys: dataKeys, DryRun: dryRun, Timeout: importLockWait, Progress: tick, Logger: quietLogger(cmd),
 			})
 			done()
+			if newLock && (dryRun || err != nil) {
+				store.RemoveImportLock(d.catalog())
+			}
 			switch {
 			case errors.Is(err, store.ErrEncrypted):
 				return fmt.Errorf("%w: set --vault-addr or $VAULT_ADDR (see --help)", err)

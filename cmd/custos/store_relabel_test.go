@@ -79,6 +79,9 @@ func TestStoreRelabelCommand(t *testing.T) {
 	if !bytes.Equal(sum(), before) {
 		t.Fatal("store relabel --dry-run changed catalog.db")
 	}
+	if des, err := os.ReadDir(data); err != nil || len(des) != 2 {
+		t.Fatalf("store relabel --dry-run left files in the data directory: %v %v", des, err)
+	}
 	if rep := report(); rep.DryRun || rep.Relabelled != 1 || rep.Added["residence"] != 1 {
 		t.Errorf("relabel: %+v, want the home to gain residence", rep)
 	}
