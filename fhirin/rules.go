@@ -12,7 +12,8 @@ import (
 // were derived with (store, meta "label-rules"), and custos serve refuses a
 // catalog labelled with older rules until 'custos store relabel' (which
 // applies BodyLabels to every stored body) or a full import brings it up to
-// date (docs/operations.md, "Upgrade").
+// date (docs/operations.md, "Upgrade"). TestLabelRulesVersionPinsTheTables
+// pins the rules' tables per version.
 //
 // Versions:
 //

@@ -1,8 +1,10 @@
 package fhirin
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,5 +72,38 @@ func TestBodyLabelsAgreesWithRead(t *testing.T) {
 		if !errors.Is(err, want) || strings.Contains(err.Error(), "Marsh") {
 			t.Errorf("BodyLabels(%s) = %v, want %v quoting nothing", body, err, want)
 		}
+	}
+}
+
+// labelRulesTables are the tables of the rules that derive labels from a
+// resource itself, by name.
+func labelRulesTables() map[string]any {
+	return map[string]any{
+		"confidentialitySystems": confidentialitySystems, "actCodeSystems": actCodeSystems, "usPrivacyLawSystems": usPrivacyLawSystems,
+		"confidentialityLabels": confidentialityLabels, "actCodeLabels": actCodeLabels, "usPrivacyLawLabels": usPrivacyLawLabels, "customLabels": customLabels,
+		"roleCodeSystems": roleCodeSystems, "physicalTypeSystems": physicalTypeSystems, "residenceRoleCodes": residenceRoleCodes,
+		"LabelSystem": LabelSystem, "ResidenceLabel": ResidenceLabel,
+	}
+}
+
+// labelRulesFingerprints pins, per LabelRules version, the SHA-256 of the
+// rules' tables (encoding/json sorts map keys).
+var labelRulesFingerprints = map[int]string{
+	1: "72614894906a463186bd1fae0205d9249788c9b7c9e1a45cf98694ddc9ef0910",
+}
+
+// A change to a table of the label rules must come with a new LabelRules
+// (catalogs labelled with the old tables are then refused until
+// relabelled): the tables are pinned per version. A change of the code
+// that reads them (ownLabels, residenceLocation) must bump it too, which
+// no table shows.
+func TestLabelRulesVersionPinsTheTables(t *testing.T) {
+	b, err := json.Marshal(labelRulesTables())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprintf("%x", sha256.Sum256(b))
+	if want := labelRulesFingerprints[LabelRules]; got != want {
+		t.Fatalf("the label rules' tables are %s, version %d pins %q: a rule changed; bump LabelRules (rules.go) and pin the new tables under it", got, LabelRules, want)
 	}
 }
