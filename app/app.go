@@ -25,6 +25,7 @@ import (
 	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/audit/scrub"
+	"github.com/custos-mcp/custos/fhirin"
 	"github.com/custos-mcp/custos/fhirsync"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/policy/btg"
@@ -345,6 +346,10 @@ func (a *App) openCatalog() error {
 	}
 	a.catalog, err = store.OpenLive(path, store.LiveOptions{
 		Options: store.Options{Logger: a.log, DataKeys: dataKeys},
+		// The default policy relies on the labels the current rules give
+		// (a patient's home is not reference data): an older catalog is
+		// refused until 'custos store relabel'.
+		LabelRules: fhirin.LabelRules,
 		// Called only from Watch, started once a.srv exists.
 		OnChange: func(c store.Change) {
 			a.srv.CatalogChanged(context.Background(), c)

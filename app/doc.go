@@ -6,7 +6,10 @@
 // Open wires the concrete types in a fixed order:
 //
 //  1. keys: dev keys persisted in the data directory, or HashiCorp Vault;
-//  2. catalog: catalog.db, opened read-only and followed (store.Live);
+//  2. catalog: catalog.db, opened read-only and followed (store.Live),
+//     refused unless its labels were derived with the reader's current
+//     label rules (fhirin.LabelRules; RelabelCatalog brings an older
+//     catalog up to date);
 //  3. policy: the built-in policy, a directory (dev only) or a signed bundle,
 //     watched and reloaded;
 //  4. audit log: audit.db, opened (and created if new) only after

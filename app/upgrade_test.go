@@ -11,7 +11,6 @@ import (
 
 	"github.com/custos-mcp/custos/app"
 	"github.com/custos-mcp/custos/secrets"
-	"github.com/custos-mcp/custos/server"
 	"github.com/custos-mcp/custos/store"
 )
 
@@ -39,8 +38,9 @@ func TestServeRefusesACatalogWhoseLabelsAnOlderCustosLeftStale(t *testing.T) {
 
 // serveRefusesThenSettles checks that serve refuses the catalog of
 // store/testdata/DIR with ErrUnsettledLabels whose text holds why, and that
-// after a re-import of HL7's opt-out example with this custos it serves,
-// both items labelled opt-out.
+// after a re-import of HL7's opt-out example with this custos, and a
+// relabel (the catalog predates the label rules version), it serves, both
+// items labelled opt-out.
 func serveRefusesThenSettles(t *testing.T, dir, why string) {
 	ctx := context.Background()
 	data := t.TempDir()
@@ -53,12 +53,7 @@ func serveRefusesThenSettles(t *testing.T, dir, why string) {
 			t.Fatal(err)
 		}
 	}
-	researcher := []byte(`{"sub":"r","roles":["researcher"],"client_id":"c","tenant":"general-hospital","patients":[],"purpose_of_use":"HRESCH"}`)
-	tf, err := server.ParseTokenFile([]byte(`{"tokens":[{"token_sha256":"` + server.HashToken("t") + `","principal":` + string(researcher) + `}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := app.Options{DataDir: data, Dev: true, Node: "test", HTTP: &app.HTTPOptions{Listen: "127.0.0.1:0", Tokens: tf}}
+	o := devHTTPOptions(t, data, "t", `{"sub":"r","roles":["researcher"],"client_id":"c","tenant":"general-hospital","patients":[],"purpose_of_use":"HRESCH"}`)
 
 	a, err := app.Open(ctx, o)
 	if err == nil {
@@ -69,17 +64,7 @@ func serveRefusesThenSettles(t *testing.T, dir, why string) {
 		t.Fatalf("Open = %v, want ErrUnsettledLabels saying %q and naming custos import", err, why)
 	}
 
-	dev, err := secrets.NewDev()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dev.PersistIn(data); err != nil {
-		t.Fatal(err)
-	}
-	idKey, err := dev.IDKey(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	idKey := devIDKey(t, data)
 	rep, err := app.ImportFHIR(ctx, filepath.Join(data, app.CatalogFile), filepath.Join("..", "fhirin", "testdata", "outside", "hl7-r4-consent"),
 		app.FHIRImport{Tenant: "general-hospital", IDKey: idKey})
 	if err != nil {
@@ -89,9 +74,18 @@ func serveRefusesThenSettles(t *testing.T, dir, why string) {
 		t.Errorf("re-import: %+v, want nothing created and the Consent and Observation given their labels", rep)
 	}
 
+	// Labelled before the label rules had a version, the catalog is
+	// refused for that next (TestServeRefusesACatalogLabelledWithOlderRules),
+	// and relabelled.
+	if _, err := app.Open(ctx, o); !errors.Is(err, store.ErrOldLabelRules) {
+		t.Fatalf("serve after the settling import = %v, want ErrOldLabelRules (an incremental import does not relabel the catalog)", err)
+	}
+	if _, err := app.RelabelCatalog(ctx, filepath.Join(data, app.CatalogFile), app.Relabel{}); err != nil {
+		t.Fatal(err)
+	}
 	a, err = app.Open(ctx, o)
 	if err != nil {
-		t.Fatalf("serve after the settling import: %v", err)
+		t.Fatalf("serve after the settling import and relabel: %v", err)
 	}
 	if err := a.Close(); err != nil {
 		t.Fatal(err)

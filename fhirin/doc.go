@@ -112,6 +112,11 @@
 //     served as tenant-level reference data (docs/import.md, "A patient's
 //     home"). It depends on the resource alone, never on which resources
 //     of the import point at it.
+//   - The rules that derive labels from a resource itself (labels.go,
+//     residence.go) have a version, LabelRules, bumped with every change:
+//     catalogs record it, and BodyLabels applies the rules to a stored
+//     body ('custos store relabel'), agreeing with Read on every body
+//     (TestBodyLabelsAgreesWithRead).
 //   - Attachment bytes agree with their declared contentType (checked with
 //     github.com/gabriel-vasile/mimetype; an XML type the library does not
 //     detect, a document without an XML declaration, by encoding/xml), and

@@ -77,6 +77,17 @@
 //	                                    OpenLive refuses the catalog until
 //	                                    a streaming import rebuilds the
 //	                                    label indexes
+//	                    "label-rules" -> uint32be(version) ||
+//	                                    uint64be(txid): the oldest version
+//	                                    of the label rules
+//	                                    (fhirin.LabelRules) a live item of
+//	                                    a streaming import may have been
+//	                                    labelled with, and, as for
+//	                                    "settled-txid", the last write of
+//	                                    this custos (labelrules.go);
+//	                                    OpenLive refuses an older, missing
+//	                                    or outdated one (ErrOldLabelRules)
+//	                                    until Relabel
 //
 // A retired URI (ImportEntries) has no "resources" entry; its newest
 // version carries the retirement time (Resource.Retired). The "ids",
@@ -213,6 +224,15 @@
 //     (a new version, Relabelled), never removed: a label leaves a
 //     component only by imports that write every member without it (a
 //     full import holding them, docs/import.md, "Labels").
+//   - Label rules version (labelrules.go): meta "label-rules" names a
+//     version no newer than that of the rules any live item of a
+//     streaming import was labelled with, as the writers state it
+//     (EntryOptions.LabelRules, RelabelOptions.Rules): an incremental
+//     import lowers it to its own, and only a writer that labels every
+//     such item anew raises it (the first streaming import, a full import
+//     holding every live streaming item, Relabel, which adds what the
+//     rules derive from each stored body and never removes a label).
+//     TestLabelRulesVersion.
 //   - Unchanged is canonical for FHIR JSON: a streaming import counts a
 //     FHIR resource Unchanged, keeping its stored version and bytes, when
 //     its record equals the live one but for the content, and the two

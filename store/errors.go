@@ -109,6 +109,20 @@ var (
 	// writes recorded it: its imports leave the indexes stale (an opted-out
 	// patient's Observation unlabelled), and the next streaming import by
 	// this custos rebuilds them and settles every label.
+	// ErrOldLabelRules is returned by OpenLive (wrapped, saying why), and
+	// keeps Reload from swapping a file in, when the catalog holds
+	// resources of a streaming (FHIR) import whose labels were not derived
+	// with the label rules the server relies on (LiveOptions.LabelRules,
+	// fhirin.LabelRules): a catalog imported before the rules changed (or
+	// before they had a version: before the residence rule), or changed
+	// since by a custos that does not keep the version. Its items may lack
+	// a label the rules give now (a patient's home Location, labelled
+	// residence, served as reference data). Open is not refused: run
+	// 'custos store relabel' (Relabel), which derives every stored
+	// resource's labels anew, or a full import of every source, then
+	// serve.
+	ErrOldLabelRules = errors.New("store: catalog labelled with older label rules than this custos's; relabel it with 'custos store relabel' before serving")
+
 	ErrUnsettledLabels = errors.New("store: catalog written by a custos older than its label indexes: its items may lack the opt-out, vip or Binary component labels those give; re-import its FHIR input with this custos (custos import), which settles them, before serving")
 )
 

@@ -286,6 +286,7 @@ func (imp *entryImport) addLabels(res, vers *bolt.Bucket, optout patientIndex, r
 	if !missing {
 		return false, nil
 	}
+	old := r
 	r.Labels.Sensitivity, r.PatientWide = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(own), add...)))), nil
 	u, err := ParseURI(r.URI)
 	if err != nil {
@@ -305,6 +306,7 @@ func (imp *entryImport) addLabels(res, vers *bolt.Bucket, optout patientIndex, r
 	if err := putLive(res, vers, r); err != nil {
 		return false, err
 	}
+	imp.delta.note(&old, &r)
 	imp.rep.Relabelled++
 	return true, nil
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // ErrClosed is returned by the methods of a Live catalog after Close. The
@@ -131,6 +133,12 @@ type LiveOptions struct {
 	// Interval is how often Watch stats the file. Zero means
 	// DefaultPollInterval.
 	Interval time.Duration
+	// LabelRules is the label rules version the server's policy relies on
+	// (fhirin.LabelRules): a catalog holding resources of a streaming
+	// import whose labels were derived with older rules is refused
+	// (ErrOldLabelRules), and so, even at zero, is one whose version is not
+	// known (none recorded, or a custos that does not keep it wrote since).
+	LabelRules uint32
 	// OnChange, if not nil, is called after a new catalog file has been
 	// swapped in and the old one closed, with what changed (only when
 	// something did). It runs on the goroutine that called Reload (Watch's),
@@ -147,7 +155,8 @@ type LiveOptions struct {
 // current when they start. A swap waits for calls in flight on the old
 // catalog to finish before it closes it. A file that does not open (wrong
 // encryption mode or KEK, not a catalog, damaged, or one whose labels an
-// older custos left unsettled: ErrUnsettledLabels) is never swapped in: the
+// older custos left unsettled: ErrUnsettledLabels, or labelled with older
+// label rules: ErrOldLabelRules) is never swapped in: the
 // old catalog keeps serving and the failure is logged once per file.
 //
 // Live is safe for concurrent use.
@@ -208,6 +217,10 @@ func (l *Live) open() (*liveHandle, error) {
 		return nil, err
 	}
 	if err := st.checkSettled(); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := st.view(func(tx *bolt.Tx) error { return checkLabelRules(tx, tx.ID(), l.opts.LabelRules) }); err != nil {
 		st.Close()
 		return nil, err
 	}

@@ -192,7 +192,11 @@ type patientIndex struct {
 }
 
 func (imp *entryImport) patientIndex(tx *bolt.Tx) patientIndex {
-	return patientIndex{tx.Bucket(bucketOptOut), tx.Bucket(bucketVIP), tx.Bucket(bucketImportOptOut), imp.opts.Namer.tenant}
+	x := patientIndex{optout: tx.Bucket(bucketOptOut), vip: tx.Bucket(bucketVIP), queue: tx.Bucket(bucketImportOptOut)}
+	if imp.opts.Namer != nil { // nil: a relabel, which labels no entry of its own
+		x.tenant = imp.opts.Namer.tenant
+	}
+	return x
 }
 
 // set records in index whether the source of key (patient || resource, in
@@ -471,12 +475,14 @@ func (imp *entryImport) relabelPatientWide(ctx context.Context) error {
 				}
 			}
 			for _, r := range fixes {
+				old := r
 				setOptOut(&r, out)
 				setVIP(&r, vip)
 				r.Version++
 				if err := putLive(res, vers, r); err != nil {
 					return err
 				}
+				imp.delta.note(&old, &r)
 			}
 			imp.rep.Relabelled += len(fixes)
 			if finished {

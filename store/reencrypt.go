@@ -302,13 +302,28 @@ func (s *Store) compactLocked() (err error) {
 	}
 	// The copy's transaction ids restart: its marker of settled labels is
 	// written anew if the catalog's labels were settled, else removed (it
-	// could happen to match the copy's id).
-	wasSettled := s.db.View(func(tx *bolt.Tx) error { return settled(tx, tx.ID()) }) == nil
+	// could happen to match the copy's id); so is its label rules version.
+	var rules uint32
+	var whyRules string
+	wasSettled := s.db.View(func(tx *bolt.Tx) error {
+		rules, whyRules = labelRules(tx, tx.ID())
+		return settled(tx, tx.ID())
+	}) == nil
 	if err := dst.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if whyRules == "" {
+			if err := putLabelRules(tx, rules); err != nil {
+				return err
+			}
+		} else if meta != nil {
+			if err := meta.Delete(metaLabelRulesKey); err != nil {
+				return err
+			}
+		}
 		if wasSettled {
 			return markSettled(tx)
 		}
-		if meta := tx.Bucket(bucketMeta); meta != nil {
+		if meta != nil {
 			return meta.Delete(metaSettledKey)
 		}
 		return nil

@@ -34,8 +34,7 @@ var metaSettledKey = []byte("settled-txid")
 // the marker names the last committed transaction, id. A View passes
 // tx.ID(); a write transaction, before it changes anything, tx.ID()-1.
 func settled(tx *bolt.Tx, id int) error {
-	meta := tx.Bucket(bucketMeta)
-	if (meta == nil || meta.Get(metaIDKeyKey) == nil) && tx.Bucket(bucketIDs) == nil {
+	if !streamingData(tx) {
 		return nil
 	}
 	var missing []string
@@ -48,7 +47,7 @@ func settled(tx *bolt.Tx, id int) error {
 		return fmt.Errorf("%w (it has no %s index)", ErrUnsettledLabels, strings.Join(missing, ", "))
 	}
 	var m []byte
-	if meta != nil {
+	if meta := tx.Bucket(bucketMeta); meta != nil {
 		m = meta.Get(metaSettledKey)
 	}
 	if len(m) != 8 || binary.BigEndian.Uint64(m) != uint64(id) {
@@ -71,11 +70,16 @@ func (s *Store) checkSettled() error {
 // same transaction: every write this custos makes keeps a settled catalog
 // settled, and none makes an unsettled one look settled. The one write that
 // settles an unsettled catalog is the end of a streaming import that
-// rebuilt every label index (ImportEntries, markSettled).
+// rebuilt every label index (ImportEntries, markSettled). It keeps the
+// label rules version the same way (keepLabelRules, labelrules.go).
 func (s *Store) commit(fn func(*bolt.Tx) error) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		before := settled(tx, tx.ID()-1) == nil
+		rules, whyRules := labelRules(tx, tx.ID()-1)
 		if err := fn(tx); err != nil {
+			return err
+		}
+		if err := keepLabelRules(tx, rules, whyRules); err != nil {
 			return err
 		}
 		if !before {

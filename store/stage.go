@@ -38,7 +38,7 @@ import (
 // A reader that opened the old file keeps reading it until it closes it;
 // the rename assumes POSIX semantics (replacing an open file).
 func ImportStaged(ctx context.Context, catalogPath, path string, opts Options, progress func(done, total int)) (ImportReport, error) {
-	return staged(ctx, catalogPath, opts, func(st *Store) (ImportReport, error) {
+	return stagedReport(ctx, catalogPath, opts, func(st *Store) (ImportReport, error) {
 		return st.Import(ctx, path, progress)
 	})
 }
@@ -63,24 +63,40 @@ func ImportEntriesStaged(ctx context.Context, catalogPath string, entries iter.S
 // import does (fhirin.Options.StoredBinary), and must not write it or keep
 // it past the import.
 func ImportEntriesStagedFrom(ctx context.Context, catalogPath string, entries func(*Store) iter.Seq2[Entry, error], eopts EntryOptions, opts Options) (ImportReport, error) {
-	return staged(ctx, catalogPath, opts, func(st *Store) (ImportReport, error) {
+	return stagedReport(ctx, catalogPath, opts, func(st *Store) (ImportReport, error) {
 		return st.ImportEntries(ctx, entries(st), eopts)
 	})
 }
 
+// stagedReport is staged for an import: the copy replaces the catalog when
+// the import changed something (or built an index the catalog lacked, or
+// recorded another label rules version).
+func stagedReport(ctx context.Context, catalogPath string, opts Options, fn func(*Store) (ImportReport, error)) (ImportReport, error) {
+	var rep ImportReport
+	err := staged(ctx, catalogPath, opts, func(st *Store) (bool, error) {
+		var err error
+		rep, err = fn(st)
+		return rep.Created != 0 || rep.Updated != 0 || rep.Retired != 0 || rep.Relabelled != 0 || st.builtIndex || st.markedRules, err
+	})
+	if err != nil {
+		return ImportReport{}, err
+	}
+	return rep, nil
+}
+
 // staged runs fn on a scratch copy of the catalog at catalogPath and, if it
-// succeeds and changed something, renames the copy over the catalog (steps
-// 1-5 of ImportStaged).
-func staged(ctx context.Context, catalogPath string, opts Options, fn func(*Store) (ImportReport, error)) (rep ImportReport, err error) {
+// succeeds and says it changed something (or there was no catalog),
+// renames the copy over the catalog (steps 1-5 of ImportStaged).
+func staged(ctx context.Context, catalogPath string, opts Options, fn func(*Store) (changed bool, err error)) (err error) {
 	if opts.ReadOnly {
-		return ImportReport{}, errors.New("store: import into a read-only store")
+		return errors.New("store: import into a read-only store")
 	}
 	if err := opts.validate(); err != nil {
-		return ImportReport{}, err
+		return err
 	}
 	unlock, err := lockFile(catalogPath+".import.lock", catalogPath, opts.Timeout)
 	if err != nil {
-		return ImportReport{}, err
+		return err
 	}
 	defer unlock()
 
@@ -88,7 +104,7 @@ func staged(ctx context.Context, catalogPath string, opts Options, fn func(*Stor
 	removeScratch(dir, "."+base+".import-")
 	f, err := os.CreateTemp(dir, "."+base+".import-*")
 	if err != nil {
-		return ImportReport{}, fmt.Errorf("store: create scratch file: %w", pathless(err))
+		return fmt.Errorf("store: create scratch file: %w", pathless(err))
 	}
 	tmp := f.Name()
 	defer func() {
@@ -109,7 +125,7 @@ func staged(ctx context.Context, catalogPath string, opts Options, fn func(*Stor
 		live, err = openBolt(catalogPath, &bolt.Options{ReadOnly: true, Timeout: opts.Timeout, FreelistType: bolt.FreelistMapType})
 		if err != nil {
 			f.Close()
-			return ImportReport{}, err
+			return err
 		}
 		defer live.Close()
 		err = live.View(func(tx *bolt.Tx) error {
@@ -123,51 +139,51 @@ func staged(ctx context.Context, catalogPath string, opts Options, fn func(*Stor
 			err = cerr
 		}
 		if err != nil {
-			return ImportReport{}, fmt.Errorf("store: copy catalog: %w", pathless(err))
+			return fmt.Errorf("store: copy catalog: %w", pathless(err))
 		}
 	case errors.Is(serr, os.ErrNotExist):
 		f.Close() // bbolt initializes an empty file
 	default:
 		f.Close()
-		return ImportReport{}, fmt.Errorf("store: stat catalog: %w", pathless(serr))
+		return fmt.Errorf("store: stat catalog: %w", pathless(serr))
 	}
 
 	st, err := open(tmp, opts, true)
 	if err != nil {
-		return ImportReport{}, err
+		return err
 	}
-	rep, err = fn(st)
+	changed, err := fn(st)
 	if cerr := st.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return ImportReport{}, err
+		return err
 	}
-	if live != nil && rep.Created == 0 && rep.Updated == 0 && rep.Retired == 0 && rep.Relabelled == 0 && !st.builtIndex {
+	if live != nil && !changed {
 		os.Remove(tmp)
-		return rep, nil
+		return nil
 	}
 	if err := syncFile(tmp, perm); err != nil {
-		return ImportReport{}, err
+		return err
 	}
 	ro := opts
 	ro.ReadOnly, ro.Migrate = true, false
 	check, err := Open(tmp, ro)
 	if err != nil {
-		return ImportReport{}, fmt.Errorf("store: the staged catalog does not reopen: %w", err)
+		return fmt.Errorf("store: the staged catalog does not reopen: %w", err)
 	}
 	check.Close()
 	if err := ctx.Err(); err != nil {
-		return ImportReport{}, err // last point where the import can still be abandoned
+		return err // last point where the import can still be abandoned
 	}
 	if err := os.Rename(tmp, catalogPath); err != nil {
-		return ImportReport{}, fmt.Errorf("store: replace catalog: %w", pathless(err))
+		return fmt.Errorf("store: replace catalog: %w", pathless(err))
 	}
 	if d, derr := os.Open(dir); derr == nil {
 		d.Sync()
 		d.Close()
 	}
-	return rep, nil
+	return nil
 }
 
 // removeScratch removes the scratch copies (prefix followed by the digits

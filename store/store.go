@@ -205,6 +205,10 @@ type Store struct {
 	// catalog lacked (links, optout), so its scratch copy is renamed over
 	// the catalog even if nothing else changed (staged).
 	builtIndex bool
+	// markedRules: a full ImportEntries into this store recorded another
+	// label rules version than the catalog's, so its scratch copy is
+	// renamed over the catalog even if nothing else changed (staged).
+	markedRules bool
 }
 
 // Open opens (creating it with mode 0600 unless opts.ReadOnly) the store at

@@ -59,6 +59,7 @@ func (imp *entryImport) addStored(e *Entry, u URI, id [16]byte, where string) bo
 		return true
 	}
 	imp.pending[id] = pendingEntry{occ, -1}
+	imp.partial = true // its content's labels are not derived again
 	imp.stored = append(imp.stored, storedEntry{id: id, uri: u.String(), patient: u.Patient, sensitivity: sens, occ: occ})
 	return true
 }

@@ -65,6 +65,15 @@ type EntryOptions struct {
 	BatchBytes   int64
 	// Now stamps retirements; nil means time.Now.
 	Now func() time.Time
+	// LabelRules is the version of the rules the entries' labels were
+	// derived with (fhirin.LabelRules; zero: none stated). The catalog
+	// keeps the oldest version its live items may carry (labelrules.go):
+	// the import lowers a recorded version to this one, records it in a
+	// catalog without streaming data, and, when Full and every live item
+	// of a streaming import is of its tenant and source and was written by
+	// it (none kept or only relabelled as a stored Binary), records it
+	// whatever the catalog had.
+	LabelRules uint32
 }
 
 func (o *EntryOptions) validate() error {
@@ -232,6 +241,19 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 	if err := imp.dropSeen(ctx); err != nil {
 		return ImportReport{}, err
 	}
+	if opts.Full && !imp.partial && len(imp.kept) == 0 {
+		// Every live item of a streaming import is this import's, each
+		// labelled by its rules.
+		err := s.update(func(tx *bolt.Tx) error {
+			if v, why := labelRules(tx, tx.ID()-1); why != "" || v != opts.LabelRules {
+				s.markedRules = true
+			}
+			return putLabelRules(tx, opts.LabelRules)
+		})
+		if err != nil {
+			return ImportReport{}, err
+		}
+	}
 	if imp.buildLinks && imp.buildOptOut && imp.buildVIP {
 		// Every label index was built anew by this import and every label
 		// settled (fillLinks, fillPatientWide, the batches): only now, at
@@ -289,6 +311,15 @@ type entryImport struct {
 	kept       map[[16]byte]keptEntry
 	keptAlso   map[[16]byte]struct{}
 	keptLinked map[string]struct{}
+	// delta, if not nil, counts the labels each new version of a relabel
+	// adds or removes (Relabel's report).
+	delta *labelDelta
+	// partial is set when a live item of a streaming import may keep
+	// labels this import did not derive: a full import's walk met one of
+	// another tenant or source (retireUnmentioned), or the import relabelled
+	// a stored Binary (addStored). A full import records its label rules
+	// version only without it.
+	partial bool
 	// fresh is set by begin when the catalog holds no resource: until the
 	// import ends it then holds only what this import writes, and
 	// dropRepeats removes every entry an earlier batch wrote, so no entry
@@ -501,6 +532,16 @@ func (imp *entryImport) begin() error {
 			return err
 		}
 		imp.mode = mode
+		switch rules, why := labelRules(tx, tx.ID()-1); {
+		case !streamingData(tx):
+			// Every streaming item will be this import's.
+			err = putLabelRules(tx, imp.opts.LabelRules)
+		case why == "":
+			err = putLabelRules(tx, min(rules, imp.opts.LabelRules))
+		}
+		if err != nil {
+			return err
+		}
 		if settled(tx, tx.ID()-1) != nil {
 			// A custos older than this one wrote to the catalog after
 			// this one last settled it (or before any did): its label
@@ -1338,6 +1379,7 @@ func (imp *entryImport) retireUnmentioned(ctx context.Context) error {
 			seen := tx.Bucket(bucketImportSeen)
 			for _, r := range page {
 				if r.Labels.Tenant != tenant || r.Source != imp.opts.Source {
+					imp.partial = imp.partial || r.Source != ""
 					continue
 				}
 				u, err := ParseURI(r.URI)
