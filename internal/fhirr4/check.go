@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Problem is one way a resource is not valid FHIR R4: the JSON path of the
@@ -325,6 +326,10 @@ var formatSources = map[string]string{
 	"dateTime":     `([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)(-(0[1-9]|1[0-2])(-(0[1-9]|[1-2][0-9]|3[0-1])(T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?(Z|(\+|-)((0[0-9]|1[0-3]):[0-5][0-9]|14:00)))?)?)?`,
 	"id":           `[A-Za-z0-9\-\.]{1,64}`,
 	"instant":      `([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)-(0[1-9]|1[0-2])-(0[1-9]|[1-2][0-9]|3[0-1])T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?(Z|(\+|-)((0[0-9]|1[0-3]):[0-5][0-9]|14:00))`,
+	"markdown":     `[ \r\n\t\S]+`,
+	"oid":          `urn:oid:[0-2](\.(0|[1-9][0-9]*))+`,
+	"string":       `[ \r\n\t\S]+`,
+	"uuid":         `urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`,
 	"time":         `([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?`,
 	"uri":          `\S*`,
 	"url":          `\S*`,
@@ -344,12 +349,21 @@ var formats = func() map[string]*regexp.Regexp {
 // format, and for a date, dateTime or instant with a day, that the day
 // is in the calendar (no 30 February; 29 February of leap years only).
 func checkFormat(typ, s string) string {
+	if typ == "xhtml" {
+		if what := checkNarrative(s); what != "" {
+			return "not R4 narrative: " + what
+		}
+		return ""
+	}
 	re := formats[typ]
 	if re == nil {
 		return ""
 	}
 	if !matchFormat(typ, re, s) {
 		return "not an R4 " + typ + " (" + formatHints[typ] + ")"
+	}
+	if (typ == "string" || typ == "markdown") && len(s) > maxString && utf8.RuneCountInString(s) > maxString {
+		return "longer than R4's 1 MB (1,048,576 characters) for a " + typ
 	}
 	if (typ == "date" || typ == "dateTime" || typ == "instant") && len(s) >= 10 {
 		y, _ := strconv.Atoi(s[0:4])
@@ -362,13 +376,33 @@ func checkFormat(typ, s string) string {
 	return ""
 }
 
+// maxString is the most characters of an R4 string, and so of a
+// markdown (datatypes.html#string: "SHALL NOT exceed 1MB (1024*1024
+// characters)"; the StructureDefinition's maxLength).
+const maxString = 1 << 20
+
+// stringChars is R4's rule for the characters of a string (and so of a
+// markdown) in datatypes.html's words: no code point below 32 but tab, CR
+// and LF. Its regex, [ \r\n\t\S]+, does not say it (\S takes every
+// control character but \f in RE2, every one in XML Schema). With
+// formats it is the reference of the fast path (TestFormatFastPathsAgree).
+var stringChars = regexp.MustCompile(`^[^\x00-\x08\x0B\x0C\x0E-\x1F]*$`)
+
 // matchFormat reports whether s matches re, typ's format: by hand for the
-// formats that are a character class (uri, url, canonical, id, code) or a
-// run of groups (base64Binary, where the regexp backtracked over a whole
-// attachment), by re for the others. The regexps stay the reference
+// formats that are a character class (uri, url, canonical, id, code,
+// string, markdown: for these two with stringChars) or a run of groups
+// (base64Binary, where the regexp backtracked over a whole attachment), by
+// re for the others. The regexps stay the reference
 // (TestFormatFastPathsAgree).
 func matchFormat(typ string, re *regexp.Regexp, s string) bool {
 	switch typ {
+	case "string", "markdown":
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x20 && c != '\t' && c != '\n' && c != '\r' {
+				return false
+			}
+		}
+		return len(s) > 0
 	case "uri", "url", "canonical":
 		for i := 0; i < len(s); i++ {
 			if isSpace(s[i]) {
@@ -433,6 +467,10 @@ var formatHints = map[string]string{
 	"dateTime":     "YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDThh:mm:ss[.f] with a time zone",
 	"id":           "1 to 64 of A-Z a-z 0-9 - .",
 	"instant":      "YYYY-MM-DDThh:mm:ss[.f] with a time zone",
+	"markdown":     "no control characters but tab, CR and LF",
+	"oid":          "a URN of the oid namespace: dotted numbers, none with a leading 0",
+	"string":       "no control characters but tab, CR and LF",
+	"uuid":         "a URN of the uuid namespace: a UUID in lowercase hex",
 	"time":         "hh:mm:ss[.f]",
 	"uri":          "no whitespace",
 	"url":          "no whitespace",

@@ -15,9 +15,11 @@ func FuzzCheck(f *testing.F) {
 	for _, s := range validCases {
 		f.Add(s)
 	}
-	for _, tc := range slices.Concat(unknownCases, kindCases, formatCases, requiredCases) {
+	for _, tc := range slices.Concat(unknownCases, kindCases, formatCases, requiredCases, narrativeCases) {
 		f.Add(tc.body)
 	}
+	// A value that was the format hint's own words once (urn:oid:).
+	f.Add(`{"resourceType":"Observation","extension":[{"valueOid":"urn:oid:"}]}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		dec := json.NewDecoder(strings.NewReader(s))
 		dec.UseNumber()
