@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -48,17 +49,53 @@ const maxProblems = 20
 // resources and those of Bundle entries and Parameters are checked as
 // resources of their own type. A resourceType that is missing or no
 // concrete R4 type is a problem; the caller may have checked it already.
+//
+// A resource is walked first without paths and without sorting (quick):
+// nearly every resource is valid, and building a path for every element
+// and sorting every object's members was most of Check's cost. Only a
+// resource that fails is walked again, in full, for its problems; the
+// verdicts agree (FuzzCheck, TestQuickWalkAgrees).
 func Check(m map[string]any) []Problem {
+	q := checker{quick: true}
+	q.resource("", m)
+	if !q.failed {
+		return nil
+	}
 	c := &checker{}
 	c.resource("", m)
 	return c.problems
 }
 
+// checker walks one resource. A quick one notes only whether there is a
+// problem (failed): it builds no path, its paths are "", and it takes an
+// object's members in map order.
 type checker struct {
+	quick    bool
+	failed   bool
 	problems []Problem
 }
 
+// at is the path of the member name of the element at path ("" when quick).
+func (c *checker) at(path, name string) string {
+	if c.quick {
+		return ""
+	}
+	return join(path, name)
+}
+
+// index is the path of the i-th value of the element at path ("" when quick).
+func (c *checker) index(path string, i int) string {
+	if c.quick {
+		return ""
+	}
+	return path + "[" + strconv.Itoa(i) + "]"
+}
+
 func (c *checker) add(kind Kind, path, what string) {
+	c.failed = true
+	if c.quick {
+		return
+	}
 	if len(c.problems) < maxProblems {
 		c.problems = append(c.problems, Problem{Kind: kind, Path: path, What: what})
 	}
@@ -91,80 +128,115 @@ func (c *checker) object(key, path string, m map[string]any, root bool) {
 	if defs == nil {
 		defs = elementDefs
 	}
-	choice := map[string]bool{}
-	for _, name := range sortedKeys(m) {
-		v := m[name]
-		p := join(path, name)
-		if name == "resourceType" && root {
-			continue
-		}
-		if base, ok := cutUnderscore(name); ok {
-			e, known := defs[base]
-			if !known || !primitive(e.Type) {
-				c.add(Unknown, p, "unknown element: no primitive element "+safeName(base)+" for it to extend")
-				continue
+	var seen [4]string
+	choices := seen[:0] // the choice elements met, most often none or one
+	if c.quick {
+		for name, v := range m {
+			if ch := c.member(key, path, name, v, m, defs, root, choices); ch != "" {
+				choices = append(choices, ch)
 			}
-			c.companion(p, e, v, m[base])
-			continue
 		}
-		e, ok := defs[name]
-		if !ok {
-			c.add(Unknown, p, "unknown element: "+key+" defines no element of this name")
-			continue
-		}
-		if e.Choice != "" {
-			if choice[e.Choice] {
-				c.add(Unknown, p, "a second type of the choice element "+e.Choice+"[x]: it takes one")
+	} else {
+		for _, name := range sortedKeys(m) {
+			if ch := c.member(key, path, name, m[name], m, defs, root, choices); ch != "" {
+				choices = append(choices, ch)
 			}
-			choice[e.Choice] = true
 		}
-		_, ext := m["_"+name]
-		c.value(p, e, v, ext)
 	}
-	c.required(path, defs, m)
+	c.required(path, key, m)
 }
 
-// required reports each required element of defs (minimum cardinality 1)
+// member checks the member name, v, of m, an instance of key whose
+// elements are defs, where the choice elements met so far are choices, and
+// returns the choice element name is a type of, or "".
+func (c *checker) member(key, path, name string, v any, m map[string]any, defs map[string]Element, root bool, choices []string) string {
+	if name == "resourceType" && root {
+		return ""
+	}
+	p := c.at(path, name)
+	if base, ok := cutUnderscore(name); ok {
+		e, known := defs[base]
+		if !known || !primitive(e.Type) {
+			c.add(Unknown, p, "unknown element: no primitive element "+safeName(base)+" for it to extend")
+			return ""
+		}
+		c.companion(p, e, v, m[base])
+		return ""
+	}
+	e, ok := defs[name]
+	if !ok {
+		c.add(Unknown, p, "unknown element: "+key+" defines no element of this name")
+		return ""
+	}
+	if e.Choice != "" && slices.Contains(choices, e.Choice) {
+		c.add(Unknown, p, "a second type of the choice element "+e.Choice+"[x]: it takes one")
+	}
+	_, ext := m["_"+name]
+	c.value(p, e, v, ext)
+	return e.Choice
+}
+
+// required reports each required element of key (minimum cardinality 1)
 // that m lacks: a primitive given by its _name companion alone (an
 // extension, data-absent-reason say) is there, and a choice element is
 // there when one of its types is.
-func (c *checker) required(path string, defs map[string]Element, m map[string]any) {
-	var missing []string
-	for name, e := range defs {
-		if !e.Required {
-			continue
+func (c *checker) required(path, key string, m map[string]any) {
+	for _, r := range requirements[key] {
+		if !present(m, r.names) {
+			c.add(Required, path+"."+r.name, "missing: R4 requires it (minimum cardinality 1)")
 		}
-		_, v := m[name]
-		_, x := m["_"+name]
-		if v || x {
-			continue
-		}
-		if e.Choice != "" {
-			if choicePresent(defs, e.Choice, m) {
-				continue
-			}
-			name = e.Choice + "[x]"
-		}
-		if !slices.Contains(missing, name) {
-			missing = append(missing, name)
-		}
-	}
-	slices.Sort(missing)
-	for _, name := range missing {
-		c.add(Required, path+"."+name, "missing: R4 requires it (minimum cardinality 1)")
 	}
 }
 
-// choicePresent reports whether m holds a type of the choice element.
-func choicePresent(defs map[string]Element, choice string, m map[string]any) bool {
-	for name, e := range defs {
-		if e.Choice == choice {
-			if _, ok := m[name]; ok {
-				return true
+// requirement is one required element of a type: its name (value[x] for
+// a choice element) and the names that give it (each type of a choice).
+type requirement struct {
+	name  string
+	names []string
+}
+
+// requirements are the required elements of each key of Elements, sorted
+// by name: derived once from the table, where required once went through
+// every element of a type for every object (TestRequirementsAgree keeps
+// that walk, requiredPlain, as the reference).
+var requirements = func() map[string][]requirement {
+	out := map[string][]requirement{}
+	for key, defs := range Elements {
+		var rs []requirement
+		for name, e := range defs {
+			if !e.Required {
+				continue
 			}
-			if _, ok := m["_"+name]; ok {
-				return true
+			r := requirement{name: name, names: []string{name}}
+			if e.Choice != "" {
+				r = requirement{name: e.Choice + "[x]"}
+				for n, o := range defs {
+					if o.Choice == e.Choice {
+						r.names = append(r.names, n)
+					}
+				}
+				slices.Sort(r.names)
 			}
+			if !slices.ContainsFunc(rs, func(x requirement) bool { return x.name == r.name }) {
+				rs = append(rs, r)
+			}
+		}
+		slices.SortFunc(rs, func(a, b requirement) int { return strings.Compare(a.name, b.name) })
+		if len(rs) > 0 {
+			out[key] = rs
+		}
+	}
+	return out
+}()
+
+// present reports whether m holds one of names, or its _name companion.
+func present(m map[string]any, names []string) bool {
+	for _, n := range names {
+		if _, ok := m[n]; ok {
+			return true
+		}
+		if _, ok := m["_"+n]; ok {
+			return true
 		}
 	}
 	return false
@@ -187,7 +259,7 @@ func (c *checker) value(path string, e Element, v any, ext bool) {
 			if x == nil && primitive(e.Type) && ext {
 				continue // its value is in the companion (checked there)
 			}
-			c.one(path+"["+strconv.Itoa(i)+"]", e.Type, x)
+			c.one(c.index(path, i), e.Type, x)
 		}
 		return
 	}
@@ -244,11 +316,11 @@ func (c *checker) companion(path string, e Element, v, prim any) {
 	for i, x := range a {
 		if x == nil {
 			if pa, ok := prim.([]any); !ok || i >= len(pa) || pa[i] == nil {
-				c.add(JSONKind, path+"["+strconv.Itoa(i)+"]", "null, and so is the value it extends")
+				c.add(JSONKind, c.index(path, i), "null, and so is the value it extends")
 			}
 			continue
 		}
-		c.one(path+"["+strconv.Itoa(i)+"]", "Element", x)
+		c.one(c.index(path, i), "Element", x)
 	}
 }
 

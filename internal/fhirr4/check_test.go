@@ -358,3 +358,106 @@ func TestNarrativeListsAreR4s(t *testing.T) {
 		}
 	}
 }
+
+// requiredPlain is required as it was before requirements: through every
+// element of defs for every object. It is the reference
+// TestRequirementsAgree holds requirements to.
+func requiredPlain(defs map[string]Element, m map[string]any) []string {
+	var missing []string
+	for name, e := range defs {
+		if !e.Required {
+			continue
+		}
+		_, v := m[name]
+		_, x := m["_"+name]
+		if v || x {
+			continue
+		}
+		if e.Choice != "" {
+			if choicePresentPlain(defs, e.Choice, m) {
+				continue
+			}
+			name = e.Choice + "[x]"
+		}
+		if !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+	}
+	slices.Sort(missing)
+	return missing
+}
+
+func choicePresentPlain(defs map[string]Element, choice string, m map[string]any) bool {
+	for name, e := range defs {
+		if e.Choice == choice {
+			if _, ok := m[name]; ok {
+				return true
+			}
+			if _, ok := m["_"+name]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestRequirementsAgree: for every type and backbone element, the
+// required elements Check reports missing are requiredPlain's, for an
+// empty object and for one that holds each element (or its _name
+// companion) alone.
+func TestRequirementsAgree(t *testing.T) {
+	missing := func(key string, m map[string]any) []string {
+		c := &checker{}
+		c.required("K", key, m)
+		var out []string
+		for _, p := range c.problems {
+			out = append(out, strings.TrimPrefix(p.Path, "K."))
+		}
+		return out
+	}
+	n := 0
+	for key, defs := range Elements {
+		ms := []map[string]any{{}}
+		for name := range defs {
+			ms = append(ms, map[string]any{name: true}, map[string]any{"_" + name: true})
+		}
+		for _, m := range ms {
+			got, want := missing(key, m), requiredPlain(defs, m)
+			if len(want) > maxProblems {
+				want = want[:maxProblems]
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s with %v: %v missing, the plain walk says %v", key, slices.Collect(maps.Keys(m)), got, want)
+			}
+			n++
+		}
+	}
+	if n < 10000 {
+		t.Errorf("only %d objects compared", n)
+	}
+}
+
+// TestQuickWalkAgrees: the quick walk (no paths, map order) fails exactly
+// the resources the full walk finds problems in, on every table case.
+func TestQuickWalkAgrees(t *testing.T) {
+	for _, s := range slices.Concat(validCases, bodies(unknownCases, kindCases, formatCases, requiredCases, narrativeCases)) {
+		m := decode(t, s)
+		q := checker{quick: true}
+		q.resource("", m)
+		c := checker{}
+		c.resource("", m)
+		if q.failed != (len(c.problems) > 0) || len(q.problems) > 0 {
+			t.Errorf("%s: the quick walk says failed=%v, the full walk %v", s, q.failed, c.problems)
+		}
+	}
+}
+
+func bodies(cases ...[]invalid) []string {
+	var out []string
+	for _, cs := range cases {
+		for _, c := range cs {
+			out = append(out, c.body)
+		}
+	}
+	return out
+}

@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// FuzzCheck: Check never panics, says the same of the same input, and
+// FuzzCheck: Check never panics, says the same of the same input, its
+// quick walk agrees with the full one, and
 // quotes no string value of the resource (a member name shaped like an
 // element name is a path, and may be quoted).
 func FuzzCheck(f *testing.F) {
@@ -30,6 +31,15 @@ func FuzzCheck(f *testing.F) {
 		ps := Check(m)
 		if again := Check(m); !slices.Equal(ps, again) {
 			t.Fatalf("two answers: %v, then %v", ps, again)
+		}
+		// The quick walk Check begins with fails what the full walk,
+		// its reference, finds problems in, and no more.
+		full := checker{}
+		full.resource("", m)
+		q := checker{quick: true}
+		q.resource("", m)
+		if q.failed != (len(full.problems) > 0) {
+			t.Fatalf("the quick walk disagrees with the full walk's %v", full.problems)
 		}
 		var text bytes.Buffer
 		for _, p := range ps {
