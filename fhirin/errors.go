@@ -26,7 +26,8 @@ var (
 	// element has the wrong JSON type.
 	ErrJSON = errors.New("malformed JSON")
 	// ErrValue: an element's value is not valid for its FHIR type (an
-	// instant that is not one, a primitive that breaks its R4 format or a
+	// instant that is not one, a primitive that breaks its R4 format, a
+	// narrative that is not R4's XHTML (a script, an event handler) or a
 	// date not in the calendar: fhirr4.Check; a Bundle entry without a resource, a RESTful
 	// fullUrl that does not end with its resource's type and id, a
 	// searchset whose outcome reports an error, a contained resource that

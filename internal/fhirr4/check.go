@@ -6,7 +6,9 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Problem is one way a resource is not valid FHIR R4: the JSON path of the
@@ -47,17 +49,53 @@ const maxProblems = 20
 // resources and those of Bundle entries and Parameters are checked as
 // resources of their own type. A resourceType that is missing or no
 // concrete R4 type is a problem; the caller may have checked it already.
+//
+// A resource is walked first without paths and without sorting (quick):
+// nearly every resource is valid, and building a path for every element
+// and sorting every object's members was most of Check's cost. Only a
+// resource that fails is walked again, in full, for its problems; the
+// verdicts agree (FuzzCheck, TestQuickWalkAgrees).
 func Check(m map[string]any) []Problem {
+	q := checker{quick: true}
+	q.resource("", m)
+	if !q.failed {
+		return nil
+	}
 	c := &checker{}
 	c.resource("", m)
 	return c.problems
 }
 
+// checker walks one resource. A quick one notes only whether there is a
+// problem (failed): it builds no path, its paths are "", and it takes an
+// object's members in map order.
 type checker struct {
+	quick    bool
+	failed   bool
 	problems []Problem
 }
 
+// at is the path of the member name of the element at path ("" when quick).
+func (c *checker) at(path, name string) string {
+	if c.quick {
+		return ""
+	}
+	return join(path, name)
+}
+
+// index is the path of the i-th value of the element at path ("" when quick).
+func (c *checker) index(path string, i int) string {
+	if c.quick {
+		return ""
+	}
+	return path + "[" + strconv.Itoa(i) + "]"
+}
+
 func (c *checker) add(kind Kind, path, what string) {
+	c.failed = true
+	if c.quick {
+		return
+	}
 	if len(c.problems) < maxProblems {
 		c.problems = append(c.problems, Problem{Kind: kind, Path: path, What: what})
 	}
@@ -90,80 +128,115 @@ func (c *checker) object(key, path string, m map[string]any, root bool) {
 	if defs == nil {
 		defs = elementDefs
 	}
-	choice := map[string]bool{}
-	for _, name := range sortedKeys(m) {
-		v := m[name]
-		p := join(path, name)
-		if name == "resourceType" && root {
-			continue
-		}
-		if base, ok := cutUnderscore(name); ok {
-			e, known := defs[base]
-			if !known || !primitive(e.Type) {
-				c.add(Unknown, p, "unknown element: no primitive element "+safeName(base)+" for it to extend")
-				continue
+	var seen [4]string
+	choices := seen[:0] // the choice elements met, most often none or one
+	if c.quick {
+		for name, v := range m {
+			if ch := c.member(key, path, name, v, m, defs, root, choices); ch != "" {
+				choices = append(choices, ch)
 			}
-			c.companion(p, e, v, m[base])
-			continue
 		}
-		e, ok := defs[name]
-		if !ok {
-			c.add(Unknown, p, "unknown element: "+key+" defines no element of this name")
-			continue
-		}
-		if e.Choice != "" {
-			if choice[e.Choice] {
-				c.add(Unknown, p, "a second type of the choice element "+e.Choice+"[x]: it takes one")
+	} else {
+		for _, name := range sortedKeys(m) {
+			if ch := c.member(key, path, name, m[name], m, defs, root, choices); ch != "" {
+				choices = append(choices, ch)
 			}
-			choice[e.Choice] = true
 		}
-		_, ext := m["_"+name]
-		c.value(p, e, v, ext)
 	}
-	c.required(path, defs, m)
+	c.required(path, key, m)
 }
 
-// required reports each required element of defs (minimum cardinality 1)
+// member checks the member name, v, of m, an instance of key whose
+// elements are defs, where the choice elements met so far are choices, and
+// returns the choice element name is a type of, or "".
+func (c *checker) member(key, path, name string, v any, m map[string]any, defs map[string]Element, root bool, choices []string) string {
+	if name == "resourceType" && root {
+		return ""
+	}
+	p := c.at(path, name)
+	if base, ok := cutUnderscore(name); ok {
+		e, known := defs[base]
+		if !known || !primitive(e.Type) {
+			c.add(Unknown, p, "unknown element: no primitive element "+safeName(base)+" for it to extend")
+			return ""
+		}
+		c.companion(p, e, v, m[base])
+		return ""
+	}
+	e, ok := defs[name]
+	if !ok {
+		c.add(Unknown, p, "unknown element: "+key+" defines no element of this name")
+		return ""
+	}
+	if e.Choice != "" && slices.Contains(choices, e.Choice) {
+		c.add(Unknown, p, "a second type of the choice element "+e.Choice+"[x]: it takes one")
+	}
+	_, ext := m["_"+name]
+	c.value(p, e, v, ext)
+	return e.Choice
+}
+
+// required reports each required element of key (minimum cardinality 1)
 // that m lacks: a primitive given by its _name companion alone (an
 // extension, data-absent-reason say) is there, and a choice element is
 // there when one of its types is.
-func (c *checker) required(path string, defs map[string]Element, m map[string]any) {
-	var missing []string
-	for name, e := range defs {
-		if !e.Required {
-			continue
+func (c *checker) required(path, key string, m map[string]any) {
+	for _, r := range requirements[key] {
+		if !present(m, r.names) {
+			c.add(Required, path+"."+r.name, "missing: R4 requires it (minimum cardinality 1)")
 		}
-		_, v := m[name]
-		_, x := m["_"+name]
-		if v || x {
-			continue
-		}
-		if e.Choice != "" {
-			if choicePresent(defs, e.Choice, m) {
-				continue
-			}
-			name = e.Choice + "[x]"
-		}
-		if !slices.Contains(missing, name) {
-			missing = append(missing, name)
-		}
-	}
-	slices.Sort(missing)
-	for _, name := range missing {
-		c.add(Required, path+"."+name, "missing: R4 requires it (minimum cardinality 1)")
 	}
 }
 
-// choicePresent reports whether m holds a type of the choice element.
-func choicePresent(defs map[string]Element, choice string, m map[string]any) bool {
-	for name, e := range defs {
-		if e.Choice == choice {
-			if _, ok := m[name]; ok {
-				return true
+// requirement is one required element of a type: its name (value[x] for
+// a choice element) and the names that give it (each type of a choice).
+type requirement struct {
+	name  string
+	names []string
+}
+
+// requirements are the required elements of each key of Elements, sorted
+// by name: derived once from the table, where required once went through
+// every element of a type for every object (TestRequirementsAgree keeps
+// that walk, requiredPlain, as the reference).
+var requirements = func() map[string][]requirement {
+	out := map[string][]requirement{}
+	for key, defs := range Elements {
+		var rs []requirement
+		for name, e := range defs {
+			if !e.Required {
+				continue
 			}
-			if _, ok := m["_"+name]; ok {
-				return true
+			r := requirement{name: name, names: []string{name}}
+			if e.Choice != "" {
+				r = requirement{name: e.Choice + "[x]"}
+				for n, o := range defs {
+					if o.Choice == e.Choice {
+						r.names = append(r.names, n)
+					}
+				}
+				slices.Sort(r.names)
 			}
+			if !slices.ContainsFunc(rs, func(x requirement) bool { return x.name == r.name }) {
+				rs = append(rs, r)
+			}
+		}
+		slices.SortFunc(rs, func(a, b requirement) int { return strings.Compare(a.name, b.name) })
+		if len(rs) > 0 {
+			out[key] = rs
+		}
+	}
+	return out
+}()
+
+// present reports whether m holds one of names, or its _name companion.
+func present(m map[string]any, names []string) bool {
+	for _, n := range names {
+		if _, ok := m[n]; ok {
+			return true
+		}
+		if _, ok := m["_"+n]; ok {
+			return true
 		}
 	}
 	return false
@@ -186,7 +259,7 @@ func (c *checker) value(path string, e Element, v any, ext bool) {
 			if x == nil && primitive(e.Type) && ext {
 				continue // its value is in the companion (checked there)
 			}
-			c.one(path+"["+strconv.Itoa(i)+"]", e.Type, x)
+			c.one(c.index(path, i), e.Type, x)
 		}
 		return
 	}
@@ -243,11 +316,11 @@ func (c *checker) companion(path string, e Element, v, prim any) {
 	for i, x := range a {
 		if x == nil {
 			if pa, ok := prim.([]any); !ok || i >= len(pa) || pa[i] == nil {
-				c.add(JSONKind, path+"["+strconv.Itoa(i)+"]", "null, and so is the value it extends")
+				c.add(JSONKind, c.index(path, i), "null, and so is the value it extends")
 			}
 			continue
 		}
-		c.one(path+"["+strconv.Itoa(i)+"]", "Element", x)
+		c.one(c.index(path, i), "Element", x)
 	}
 }
 
@@ -325,6 +398,10 @@ var formatSources = map[string]string{
 	"dateTime":     `([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)(-(0[1-9]|1[0-2])(-(0[1-9]|[1-2][0-9]|3[0-1])(T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?(Z|(\+|-)((0[0-9]|1[0-3]):[0-5][0-9]|14:00)))?)?)?`,
 	"id":           `[A-Za-z0-9\-\.]{1,64}`,
 	"instant":      `([0-9]([0-9]([0-9][1-9]|[1-9]0)|[1-9]00)|[1-9]000)-(0[1-9]|1[0-2])-(0[1-9]|[1-2][0-9]|3[0-1])T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?(Z|(\+|-)((0[0-9]|1[0-3]):[0-5][0-9]|14:00))`,
+	"markdown":     `[ \r\n\t\S]+`,
+	"oid":          `urn:oid:[0-2](\.(0|[1-9][0-9]*))+`,
+	"string":       `[ \r\n\t\S]+`,
+	"uuid":         `urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`,
 	"time":         `([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?`,
 	"uri":          `\S*`,
 	"url":          `\S*`,
@@ -344,12 +421,21 @@ var formats = func() map[string]*regexp.Regexp {
 // format, and for a date, dateTime or instant with a day, that the day
 // is in the calendar (no 30 February; 29 February of leap years only).
 func checkFormat(typ, s string) string {
+	if typ == "xhtml" {
+		if what := checkNarrative(s); what != "" {
+			return "not R4 narrative: " + what
+		}
+		return ""
+	}
 	re := formats[typ]
 	if re == nil {
 		return ""
 	}
 	if !matchFormat(typ, re, s) {
 		return "not an R4 " + typ + " (" + formatHints[typ] + ")"
+	}
+	if (typ == "string" || typ == "markdown") && len(s) > maxString && utf8.RuneCountInString(s) > maxString {
+		return "longer than R4's 1 MB (1,048,576 characters) for a " + typ
 	}
 	if (typ == "date" || typ == "dateTime" || typ == "instant") && len(s) >= 10 {
 		y, _ := strconv.Atoi(s[0:4])
@@ -362,13 +448,33 @@ func checkFormat(typ, s string) string {
 	return ""
 }
 
+// maxString is the most characters of an R4 string, and so of a
+// markdown (datatypes.html#string: "SHALL NOT exceed 1MB (1024*1024
+// characters)"; the StructureDefinition's maxLength).
+const maxString = 1 << 20
+
+// stringChars is R4's rule for the characters of a string (and so of a
+// markdown) in datatypes.html's words: no code point below 32 but tab, CR
+// and LF. Its regex, [ \r\n\t\S]+, does not say it (\S takes every
+// control character but \f in RE2, every one in XML Schema). With
+// formats it is the reference of the fast path (TestFormatFastPathsAgree).
+var stringChars = regexp.MustCompile(`^[^\x00-\x08\x0B\x0C\x0E-\x1F]*$`)
+
 // matchFormat reports whether s matches re, typ's format: by hand for the
-// formats that are a character class (uri, url, canonical, id, code) or a
-// run of groups (base64Binary, where the regexp backtracked over a whole
-// attachment), by re for the others. The regexps stay the reference
+// formats that are a character class (uri, url, canonical, id, code,
+// string, markdown: for these two with stringChars) or a run of groups
+// (base64Binary, where the regexp backtracked over a whole attachment), by
+// re for the others. The regexps stay the reference
 // (TestFormatFastPathsAgree).
 func matchFormat(typ string, re *regexp.Regexp, s string) bool {
 	switch typ {
+	case "string", "markdown":
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x20 && c != '\t' && c != '\n' && c != '\r' {
+				return false
+			}
+		}
+		return len(s) > 0
 	case "uri", "url", "canonical":
 		for i := 0; i < len(s); i++ {
 			if isSpace(s[i]) {
@@ -433,6 +539,10 @@ var formatHints = map[string]string{
 	"dateTime":     "YYYY, YYYY-MM, YYYY-MM-DD or YYYY-MM-DDThh:mm:ss[.f] with a time zone",
 	"id":           "1 to 64 of A-Z a-z 0-9 - .",
 	"instant":      "YYYY-MM-DDThh:mm:ss[.f] with a time zone",
+	"markdown":     "no control characters but tab, CR and LF",
+	"oid":          "a URN of the oid namespace: dotted numbers, none with a leading 0",
+	"string":       "no control characters but tab, CR and LF",
+	"uuid":         "a URN of the uuid namespace: a UUID in lowercase hex",
 	"time":         "hh:mm:ss[.f]",
 	"uri":          "no whitespace",
 	"url":          "no whitespace",

@@ -2,7 +2,10 @@ package fhirr4
 
 import (
 	"encoding/json"
+	"maps"
 	"math/rand/v2"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,6 +21,16 @@ func decode(t *testing.T, s string) map[string]any {
 		t.Fatalf("%s: %v", s, err)
 	}
 	return m
+}
+
+// narrative is a valid R4 Observation with the narrative div (its text,
+// quoted here).
+func narrative(div string) string {
+	b, err := json.Marshal(div)
+	if err != nil {
+		panic(err)
+	}
+	return obs(`,"text":{"status":"generated","div":` + string(b) + `}`)
 }
 
 // obs is a valid R4 Observation with extra members spliced in.
@@ -45,6 +58,11 @@ var validCases = []string{
 	`{"resourceType":"Bundle","type":"collection","entry":[{"fullUrl":"urn:uuid:1","resource":` + obs(``) + `}]}`,
 	obs(`,"component":[{"code":{"text":"c"},"valueInteger":-3}]`),
 	obs(`,"valueInteger":1e2`),
+	obs(`,"extension":[{"url":"http://example.org/x","valueOid":"urn:oid:2.16.840.1.113883.6.1"},{"url":"http://example.org/y","valueUuid":"urn:uuid:c757873d-ec9a-4326-a141-556f43239520"}]`),
+	obs(`,"note":[{"text":"line one\r\n\tline two \u00a0 \ud83d\ude00"}]`),
+	narrative(`<div xmlns="http://www.w3.org/1999/xhtml" lang="en" xml:lang="en"><h1 class="c">A &amp; B&#160;&lt;</h1><table border="1"><tbody><tr><td colspan="2" style="color:red">x</td></tr></tbody></table><a href="https://example.org/a" name="n">a</a><br/><img src="#b" alt="b"/></div>`),
+	narrative(`<div xmlns="http://www.w3.org/1999/xhtml"><img src="data:image/png;base64,AAAA"/></div>`),
+	narrative("\n<h:div xmlns:h=\"http://www.w3.org/1999/xhtml\"><h:p>x</h:p></h:div>\n"),
 	`{"resourceType":"Observation","_status":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"unknown"}]},"code":{"text":"x"}}`,
 }
 
@@ -133,7 +151,57 @@ var formatCases = []invalid{
 	{"base64 not base64", `{"resourceType":"Binary","contentType":"text/plain","data":"not base64!"}`, Format, "Binary.data"},
 	{"a positiveInt of 0", `{"resourceType":"Account","status":"active","coverage":[{"coverage":{"reference":"Coverage/c"},"priority":0}]}`, Format, "Account.coverage[0].priority"},
 	{"an unsignedInt below 0", `{"resourceType":"Patient","photo":[{"contentType":"image/png","size":-1}]}`, Format, "Patient.photo[0].size"},
+	{"an oid without urn:oid:", obs(`,"extension":[{"url":"http://example.org/x","valueOid":"2.16.840.1"}]`), Format, "Observation.extension[0].valueOid"},
+	{"an oid with a leading zero", obs(`,"extension":[{"url":"http://example.org/x","valueOid":"urn:oid:2.16.0840"}]`), Format, "Observation.extension[0].valueOid"},
+	{"a uuid without urn:uuid:", obs(`,"extension":[{"url":"http://example.org/x","valueUuid":"c757873d-ec9a-4326-a141-556f43239520"}]`), Format, "Observation.extension[0].valueUuid"},
+	{"a uuid in uppercase", obs(`,"extension":[{"url":"http://example.org/x","valueUuid":"urn:uuid:C757873D-EC9A-4326-A141-556F43239520"}]`), Format, "Observation.extension[0].valueUuid"},
+	{"a uuid too short", obs(`,"extension":[{"url":"http://example.org/x","valueUuid":"urn:uuid:c757873d-ec9a-4326-a141-556f4323952"}]`), Format, "Observation.extension[0].valueUuid"},
+	{"a string with a control character", obs(`,"note":[{"text":"SECRET\u0001 note"}]`), Format, "Observation.note[0].text"},
+	{"a string with a NUL", `{"resourceType":"Patient","name":[{"family":"SECRET\u0000"}]}`, Format, "Patient.name[0].family"},
+	{"a string with a form feed", `{"resourceType":"Patient","name":[{"family":"SECRET\f"}]}`, Format, "Patient.name[0].family"},
+	{"a markdown with an escape character", `{"resourceType":"Patient","contact":[{"name":{"text":"x"}}],"extension":[{"url":"http://example.org/x","valueMarkdown":"SECRET \u001b[31m"}]}`, Format, "Patient.extension[0].valueMarkdown"},
 }
+
+func TestCheckNarrative(t *testing.T) { checkInvalid(t, narrativeCases) }
+
+// narrativeCases are narratives R4 refuses (narrative.html, txt-1, txt-2),
+// each with content ("SECRET") no problem may quote.
+var narrativeCases = func() []invalid {
+	const ns = `xmlns="http://www.w3.org/1999/xhtml"`
+	var out []invalid
+	for _, c := range []struct{ name, div string }{
+		{"a script", `<div ` + ns + `><p>SECRET</p><script>alert(1)</script></div>`},
+		{"a script in another namespace's clothing", `<div ` + ns + `><p>SECRET</p><x:script xmlns:x="http://example.org/x">alert(1)</x:script></div>`},
+		{"an event handler", `<div ` + ns + `><p onclick="steal()">SECRET</p></div>`},
+		{"an event handler in capitals", `<div ` + ns + `><img src="x" ONERROR="steal()"/>SECRET</div>`},
+		{"an iframe", `<div ` + ns + `>SECRET<iframe src="https://evil.example"/></div>`},
+		{"an object", `<div ` + ns + `>SECRET<object data="x"/></div>`},
+		{"a form", `<div ` + ns + `>SECRET<form action="https://evil.example"><input name="SECRET"/></form></div>`},
+		{"a style element", `<div ` + ns + `>SECRET<style>p{}</style></div>`},
+		{"a javascript: link", `<div ` + ns + `><a href="javascript:steal()">SECRET</a></div>`},
+		{"a javascript: link in disguise", `<div ` + ns + `><a href=" Java&#x9;Script:steal()">SECRET</a></div>`},
+		{"a vbscript: image", `<div ` + ns + `><img src="vbscript:steal"/>SECRET</div>`},
+		{"an attribute txt-1 does not list", `<div ` + ns + `><a href="https://example.org" target="_blank">SECRET</a></div>`},
+		{"an xlink:href", `<div ` + ns + ` xmlns:xlink="http://www.w3.org/1999/xlink"><a xlink:href="https://example.org">SECRET</a></div>`},
+		{"a root that is no div", `<p ` + ns + `>SECRET</p>`},
+		{"a div in no namespace", `<div>SECRET</div>`},
+		{"a div in another namespace", `<div xmlns="http://hl7.org/fhir">SECRET</div>`},
+		{"whitespace only", `<div ` + ns + `> <p> </p><br/> </div>`},
+		{"not well-formed", `<div ` + ns + `><p>SECRET</div>`},
+		{"an HTML entity", `<div ` + ns + `>SECRET&nbsp;MRN</div>`},
+		{"plain text", `SECRET MRN 12345`},
+		{"text after the root", `<div ` + ns + `>x</div>SECRET`},
+		{"two roots", `<div ` + ns + `>x</div><div ` + ns + `>SECRET</div>`},
+		{"a CDATA section an HTML parser reads as an element", `<div ` + ns + `>SECRET<![CDATA[><img src=x onerror=steal()>]]></div>`},
+		{"a comment an HTML parser ends early", `<div ` + ns + `>SECRET<!-- --!><img src=x onerror=steal()> --></div>`},
+		{"a comment", `<div ` + ns + `>SECRET<!-- a note --></div>`},
+		{"a processing instruction", `<div ` + ns + `>SECRET<?x ><img src=x onerror=steal()>?></div>`},
+		{"a DOCTYPE", `<!DOCTYPE div><div ` + ns + `>SECRET</div>`},
+	} {
+		out = append(out, invalid{"a narrative with " + c.name, narrative(c.div), Format, "Observation.text.div"})
+	}
+	return out
+}()
 
 // TestFormatsAreR4s: formatSources are the regexes of R4's
 // StructureDefinitions, letter for letter.
@@ -217,13 +285,15 @@ func TestIsElementNameAgreesWithRegexp(t *testing.T) {
 }
 
 // TestFormatFastPathsAgree: matchFormat's hand-written checks agree with
-// the R4 regexps (formats), the plain version they replace, on edge cases
-// and on random strings over an alphabet of the characters that matter.
+// the R4 regexps (formats; for string and markdown with stringChars, R4's
+// rule on control characters), the plain version they replace, on edge
+// cases and on random strings over an alphabet of the characters that
+// matter.
 func TestFormatFastPathsAgree(t *testing.T) {
 	cases := []string{"", " ", "a", " a", "a ", "a  b", "a b", "a\tb", "a\u00a0b", "é", "\xff", "AAAA", " AAAA ", "AAA", "AAAA AAAA",
-		"AA AA", "AAAA\n", "====", "AB+/", "AB-_", strings.Repeat("a", 64), strings.Repeat("a", 65), "a.b-c", "http://x/y z"}
+		"AA AA", "AAAA\n", "\x00", "a\x1fb", "\x7f", "a\r\n\tb", "====", "AB+/", "AB-_", strings.Repeat("a", 64), strings.Repeat("a", 65), "a.b-c", "http://x/y z"}
 	r := rand.New(rand.NewPCG(3, 4))
-	const alphabet = "aZ09+/=-._ \t\n\r\f\v\xffé"
+	const alphabet = "aZ09+/=-._ \t\n\r\f\v\xffé\x00\x01\x1f\x7f"
 	for range 50000 {
 		b := make([]byte, r.IntN(12))
 		if r.IntN(10) == 0 {
@@ -234,12 +304,160 @@ func TestFormatFastPathsAgree(t *testing.T) {
 		}
 		cases = append(cases, string(b))
 	}
-	for _, typ := range []string{"uri", "url", "canonical", "id", "code", "base64Binary"} {
+	for _, typ := range []string{"uri", "url", "canonical", "id", "code", "base64Binary", "string", "markdown"} {
 		re := formats[typ]
 		for _, c := range cases {
-			if got, want := matchFormat(typ, re, c), re.MatchString(c); got != want {
+			want := re.MatchString(c)
+			if typ == "string" || typ == "markdown" {
+				want = want && stringChars.MatchString(c)
+			}
+			if got := matchFormat(typ, re, c); got != want {
 				t.Errorf("%s %q: the fast path says %v, the regexp %v", typ, c, got, want)
 			}
 		}
 	}
+}
+
+// TestNarrativeListsAreR4s: the elements and attributes a narrative may
+// hold are those of R4's txt-1 invariant (the XPath of Narrative.div in
+// its StructureDefinition), letter for letter.
+func TestNarrativeListsAreR4s(t *testing.T) {
+	var sd struct {
+		Snapshot struct {
+			Element []struct {
+				Path       string `json:"path"`
+				Constraint []struct {
+					Key   string `json:"key"`
+					XPath string `json:"xpath"`
+				} `json:"constraint"`
+			} `json:"element"`
+		} `json:"snapshot"`
+	}
+	if err := json.Unmarshal(validators.R4Definition(t, "Narrative"), &sd); err != nil {
+		t.Fatal(err)
+	}
+	xpath := ""
+	for _, e := range sd.Snapshot.Element {
+		for _, c := range e.Constraint {
+			if e.Path == "Narrative.div" && c.Key == "txt-1" {
+				xpath = c.XPath
+			}
+		}
+	}
+	lists := regexp.MustCompile(`name\(\.\)=\(([^)]*)\)`).FindAllStringSubmatch(xpath, -1)
+	if len(lists) != 2 {
+		t.Fatalf("txt-1's XPath holds %d lists, want 2 (elements, attributes): %s", len(lists), xpath)
+	}
+	for i, want := range []map[string]bool{narrativeElements, narrativeAttributes} {
+		got := map[string]bool{}
+		for _, q := range strings.Split(lists[i][1], ",") {
+			got[strings.Trim(strings.TrimSpace(q), "'")] = true
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("list %d: txt-1 has %v, we have %v", i, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+		}
+	}
+}
+
+// requiredPlain is required as it was before requirements: through every
+// element of defs for every object. It is the reference
+// TestRequirementsAgree holds requirements to.
+func requiredPlain(defs map[string]Element, m map[string]any) []string {
+	var missing []string
+	for name, e := range defs {
+		if !e.Required {
+			continue
+		}
+		_, v := m[name]
+		_, x := m["_"+name]
+		if v || x {
+			continue
+		}
+		if e.Choice != "" {
+			if choicePresentPlain(defs, e.Choice, m) {
+				continue
+			}
+			name = e.Choice + "[x]"
+		}
+		if !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+	}
+	slices.Sort(missing)
+	return missing
+}
+
+func choicePresentPlain(defs map[string]Element, choice string, m map[string]any) bool {
+	for name, e := range defs {
+		if e.Choice == choice {
+			if _, ok := m[name]; ok {
+				return true
+			}
+			if _, ok := m["_"+name]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestRequirementsAgree: for every type and backbone element, the
+// required elements Check reports missing are requiredPlain's, for an
+// empty object and for one that holds each element (or its _name
+// companion) alone.
+func TestRequirementsAgree(t *testing.T) {
+	missing := func(key string, m map[string]any) []string {
+		c := &checker{}
+		c.required("K", key, m)
+		var out []string
+		for _, p := range c.problems {
+			out = append(out, strings.TrimPrefix(p.Path, "K."))
+		}
+		return out
+	}
+	n := 0
+	for key, defs := range Elements {
+		ms := []map[string]any{{}}
+		for name := range defs {
+			ms = append(ms, map[string]any{name: true}, map[string]any{"_" + name: true})
+		}
+		for _, m := range ms {
+			got, want := missing(key, m), requiredPlain(defs, m)
+			if len(want) > maxProblems {
+				want = want[:maxProblems]
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s with %v: %v missing, the plain walk says %v", key, slices.Collect(maps.Keys(m)), got, want)
+			}
+			n++
+		}
+	}
+	if n < 10000 {
+		t.Errorf("only %d objects compared", n)
+	}
+}
+
+// TestQuickWalkAgrees: the quick walk (no paths, map order) fails exactly
+// the resources the full walk finds problems in, on every table case.
+func TestQuickWalkAgrees(t *testing.T) {
+	for _, s := range slices.Concat(validCases, bodies(unknownCases, kindCases, formatCases, requiredCases, narrativeCases)) {
+		m := decode(t, s)
+		q := checker{quick: true}
+		q.resource("", m)
+		c := checker{}
+		c.resource("", m)
+		if q.failed != (len(c.problems) > 0) || len(q.problems) > 0 {
+			t.Errorf("%s: the quick walk says failed=%v, the full walk %v", s, q.failed, c.problems)
+		}
+	}
+}
+
+func bodies(cases ...[]invalid) []string {
+	var out []string
+	for _, cs := range cases {
+		for _, c := range cs {
+			out = append(out, c.body)
+		}
+	}
+	return out
 }

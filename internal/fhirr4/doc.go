@@ -19,7 +19,9 @@
 //     what is wrong with it, never a value: a resource's content is PHI,
 //     and an error reaches logs and terminals.
 //
-// The checks follow R4's JSON representation (https://hl7.org/fhir/R4/json.html)
-// and its data types (https://hl7.org/fhir/R4/datatypes.html); docs/import.md
-// ("Structure") lists them.
+// The checks follow R4's JSON representation (https://hl7.org/fhir/R4/json.html),
+// its data types (https://hl7.org/fhir/R4/datatypes.html) and its narrative
+// (https://hl7.org/fhir/R4/narrative.html: an xhtml value is parsed with
+// encoding/xml and held to the txt-1 and txt-2 invariants, with no active
+// content); docs/import.md ("Structure") lists them.
 package fhirr4

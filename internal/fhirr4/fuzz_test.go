@@ -8,16 +8,19 @@ import (
 	"testing"
 )
 
-// FuzzCheck: Check never panics, says the same of the same input, and
+// FuzzCheck: Check never panics, says the same of the same input, its
+// quick walk agrees with the full one, and
 // quotes no string value of the resource (a member name shaped like an
 // element name is a path, and may be quoted).
 func FuzzCheck(f *testing.F) {
 	for _, s := range validCases {
 		f.Add(s)
 	}
-	for _, tc := range slices.Concat(unknownCases, kindCases, formatCases, requiredCases) {
+	for _, tc := range slices.Concat(unknownCases, kindCases, formatCases, requiredCases, narrativeCases) {
 		f.Add(tc.body)
 	}
+	// A value that was the format hint's own words once (urn:oid:).
+	f.Add(`{"resourceType":"Observation","extension":[{"valueOid":"urn:oid:"}]}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		dec := json.NewDecoder(strings.NewReader(s))
 		dec.UseNumber()
@@ -28,6 +31,15 @@ func FuzzCheck(f *testing.F) {
 		ps := Check(m)
 		if again := Check(m); !slices.Equal(ps, again) {
 			t.Fatalf("two answers: %v, then %v", ps, again)
+		}
+		// The quick walk Check begins with fails what the full walk,
+		// its reference, finds problems in, and no more.
+		full := checker{}
+		full.resource("", m)
+		q := checker{quick: true}
+		q.resource("", m)
+		if q.failed != (len(full.problems) > 0) {
+			t.Fatalf("the quick walk disagrees with the full walk's %v", full.problems)
 		}
 		var text bytes.Buffer
 		for _, p := range ps {

@@ -1,0 +1,182 @@
+package fhirr4
+
+import (
+	"encoding/xml"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// xhtmlNS is the namespace of R4 narrative XHTML: the div root and every
+// element in it (narrative.html#xhtml).
+const xhtmlNS = "http://www.w3.org/1999/xhtml"
+
+// narrativeElements and narrativeAttributes are the elements and attribute
+// names R4 allows in a narrative: the lists of the txt-1 invariant of
+// Narrative.div (its XPath, in the R4 StructureDefinition of Narrative;
+// narrative-definitions.html), letter for letter
+// (TestNarrativeListsAreR4s). xml:lang, the language of the narrative
+// (narrative.html, resource.html#language), is allowed beside them.
+var (
+	narrativeElements = setOf("a", "abbr", "acronym", "b", "big", "blockquote", "br", "caption", "cite", "code",
+		"col", "colgroup", "dd", "dfn", "div", "dl", "dt", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img",
+		"li", "ol", "p", "pre", "q", "samp", "small", "span", "strong", "sub", "sup", "table", "tbody", "td", "tfoot",
+		"th", "thead", "tr", "tt", "ul", "var")
+	narrativeAttributes = setOf("abbr", "accesskey", "align", "alt", "axis", "bgcolor", "border", "cellhalign",
+		"cellpadding", "cellspacing", "cellvalign", "char", "charoff", "charset", "cite", "class", "colspan",
+		"compact", "coords", "dir", "frame", "headers", "height", "href", "hreflang", "hspace", "id", "lang",
+		"longdesc", "name", "nowrap", "rel", "rev", "rowspan", "rules", "scope", "shape", "span", "src", "start",
+		"style", "summary", "tabindex", "title", "type", "valign", "value", "vspace", "width")
+)
+
+// activeElements are elements narrative.html names as forbidden ("scripts,
+// forms, base/link/xlink, frames, iframes and objects", a head, a body,
+// external stylesheets) and their kin: an error names them, since they
+// are HTML's and not the resource's. Any other element is "an element".
+var activeElements = setOf("script", "style", "iframe", "frame", "frameset", "object", "embed", "applet", "form",
+	"input", "button", "select", "textarea", "base", "link", "meta", "head", "body", "html", "svg", "math",
+	"template", "noscript", "audio", "video", "source", "portal")
+
+// urlAttributes are the allowed attributes whose value is a URL, where a
+// script scheme would run when followed or loaded.
+var urlAttributes = setOf("href", "src", "cite", "longdesc")
+
+func setOf(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// checkNarrative checks s, an xhtml value, as R4 narrative: well-formed
+// XML (encoding/xml, strict: the five XML entities and character
+// references only, no HTML entity such as &nbsp;), one div root in the
+// XHTML namespace, only the elements and attributes of txt-1 (every
+// element in the XHTML namespace), no script URL (javascript:,
+// vbscript:) in a URL attribute, and some non-whitespace text or an img
+// with a src (txt-2). Comments, CDATA sections, processing instructions
+// and DOCTYPEs are refused too: none carries narrative, and an HTML
+// parser, as a renderer that inserts the narrative may use, reads each
+// differently from XML (<![CDATA[><img onerror=...>]]> is text to XML and
+// an element to HTML). It returns what is wrong, never quoting s, or "".
+func checkNarrative(s string) string {
+	d := xml.NewDecoder(strings.NewReader(s))
+	d.Strict = true
+	depth, roots := 0, 0
+	content := false
+	for {
+		off := d.InputOffset()
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			line := ""
+			var se *xml.SyntaxError
+			if errors.As(err, &se) {
+				line = " (line " + strconv.Itoa(se.Line) + ")"
+			}
+			// The parser's message may quote the narrative: not given.
+			return "not well-formed XML" + line + ": R4 narrative is XHTML (narrative.html)"
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			if depth == 0 {
+				roots++
+				if roots > 1 {
+					return "more than one root element: R4 narrative is one div (narrative.html)"
+				}
+				if t.Name.Local != "div" || t.Name.Space != xhtmlNS {
+					return "the root is not a div in the XHTML namespace: R4 narrative is one (narrative.html)"
+				}
+			}
+			depth++
+			if what := narrativeElement(t); what != "" {
+				return what
+			}
+			if t.Name.Local == "img" && hasAttr(t, "src") {
+				content = true
+			}
+		case xml.EndElement:
+			depth--
+		case xml.CharData:
+			if strings.HasPrefix(s[off:], "<![CDATA[") {
+				return "a CDATA section: R4 narrative holds elements and text (an HTML renderer reads CDATA otherwise)"
+			}
+			if strings.Trim(string(t), " \t\r\n") != "" {
+				if depth == 0 {
+					return "text outside the div root: R4 narrative is one div (narrative.html)"
+				}
+				content = true
+			}
+		case xml.Comment:
+			return "a comment: R4 narrative holds elements and text (an HTML renderer may end a comment elsewhere)"
+		case xml.ProcInst, xml.Directive:
+			return "a processing instruction or DOCTYPE: R4 narrative holds elements and text"
+		}
+	}
+	if roots == 0 {
+		return "no div root: R4 narrative is one div in the XHTML namespace (narrative.html)"
+	}
+	if !content {
+		return "no text and no image: R4 narrative has some non-whitespace content (txt-2)"
+	}
+	return ""
+}
+
+// narrativeElement checks one start element of a narrative against txt-1.
+func narrativeElement(t xml.StartElement) string {
+	if t.Name.Space != xhtmlNS {
+		return "an element outside the XHTML namespace: txt-1 allows the basic HTML formatting elements only"
+	}
+	if !narrativeElements[t.Name.Local] {
+		if activeElements[t.Name.Local] {
+			return "the element " + t.Name.Local + ": txt-1 allows the basic HTML formatting elements only (no scripts, styles, forms, frames or objects)"
+		}
+		return "an element txt-1 does not allow: only the basic HTML formatting elements, a and img"
+	}
+	for _, a := range t.Attr {
+		switch {
+		case a.Name.Space == "xmlns", a.Name.Space == "" && a.Name.Local == "xmlns":
+			// A namespace declaration: what it declares is checked on
+			// the elements.
+			continue
+		case a.Name.Space == "http://www.w3.org/XML/1998/namespace" && a.Name.Local == "lang":
+			continue
+		case a.Name.Space != "":
+			return "an attribute in another namespace on " + t.Name.Local + ": txt-1 allows the basic HTML attributes only (no xlink)"
+		case len(a.Name.Local) > 2 && strings.EqualFold(a.Name.Local[:2], "on"):
+			return "an event-handler attribute (on...) on " + t.Name.Local + ": R4 narrative has no active content (txt-1)"
+		case !narrativeAttributes[a.Name.Local]:
+			return "an attribute txt-1 does not allow on " + t.Name.Local + ": only the basic HTML attributes"
+		case urlAttributes[a.Name.Local] && scriptURL(a.Value):
+			return "a script URL (a javascript or vbscript scheme) in the " + a.Name.Local + " of " + t.Name.Local + ": R4 narrative has no active content"
+		}
+	}
+	return ""
+}
+
+func hasAttr(t xml.StartElement, name string) bool {
+	for _, a := range t.Attr {
+		if a.Name.Space == "" && a.Name.Local == name {
+			return true
+		}
+	}
+	return false
+}
+
+// scriptURL reports whether u names a script scheme as a browser reads it
+// (the WHATWG URL parser): leading C0 controls and spaces trimmed, tab
+// and newline removed anywhere, the scheme case-insensitive.
+func scriptURL(u string) bool {
+	u = strings.TrimLeft(u, "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f ")
+	u = strings.NewReplacer("\t", "", "\n", "", "\r", "").Replace(u)
+	scheme, _, ok := strings.Cut(u, ":")
+	if !ok {
+		return false
+	}
+	scheme = strings.ToLower(scheme)
+	return scheme == "javascript" || scheme == "vbscript"
+}
