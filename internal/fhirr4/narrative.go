@@ -51,19 +51,23 @@ func setOf(names ...string) map[string]bool {
 }
 
 // checkNarrative checks s, an xhtml value, as R4 narrative: well-formed
-// XML (encoding/xml, strict: the five XML entities and character
-// references only, no HTML entity such as &nbsp;), one div root in the
-// XHTML namespace, only the elements and attributes of txt-1 (every
-// element in the XHTML namespace), no script URL (javascript:,
-// vbscript:) in a URL attribute, and some non-whitespace text or an img
-// with a src (txt-2). Comments, CDATA sections, processing instructions
-// and DOCTYPEs are refused too: none carries narrative, and an HTML
-// parser, as a renderer that inserts the narrative may use, reads each
-// differently from XML (<![CDATA[><img onerror=...>]]> is text to XML and
-// an element to HTML). It returns what is wrong, never quoting s, or "".
+// XML (encoding/xml, strict, knowing HTML's named entities as well as
+// XML's, as sources write them, &nbsp;, and the reference validators
+// accept them), one div root in the XHTML namespace, only the elements and
+// attributes of txt-1 (every element in the XHTML namespace), no script
+// URL (javascript:, vbscript:) in a URL attribute, and some non-whitespace
+// text or an img with a src (txt-2). CDATA sections, processing
+// instructions and DOCTYPEs are refused too, and a comment holding "<" or
+// ">": none carries narrative, and an HTML parser, as a renderer that
+// inserts the narrative may use, reads each differently from XML
+// (<![CDATA[><img onerror=...>]]> is text to XML and an element to HTML;
+// so is the img of <!--><img onerror=...>-->, whose comment HTML closes at
+// once). A comment without either ends where both parsers end it, and is
+// valid R4. It returns what is wrong, never quoting s, or "".
 func checkNarrative(s string) string {
 	d := xml.NewDecoder(strings.NewReader(s))
 	d.Strict = true
+	d.Entity = xml.HTMLEntity
 	depth, roots := 0, 0
 	content := false
 	for {
@@ -112,7 +116,9 @@ func checkNarrative(s string) string {
 				content = true
 			}
 		case xml.Comment:
-			return "a comment: R4 narrative holds elements and text (an HTML renderer may end a comment elsewhere)"
+			if strings.ContainsAny(string(t), "<>") {
+				return "a comment holding markup: an HTML renderer may end it elsewhere and read what follows as elements"
+			}
 		case xml.ProcInst, xml.Directive:
 			return "a processing instruction or DOCTYPE: R4 narrative holds elements and text"
 		}
