@@ -115,8 +115,12 @@
 // (pruneView, prune.go): what they emptied goes, bottom up, and a
 // required element missing from an object that stays is marked with a
 // data-absent-reason extension "masked" (on a primitive, its "_name"
-// companion), as the research view marks one. A document that is no R4
-// resource, or that no obligation applies to, is not walked.
+// companion), as the research view marks one. The view is labelled with
+// HL7's security label REDACTED (v3-ObservationValue) in meta.security: a
+// copy filtered of what its reader may not see, the policy's statement
+// whether or not a path matched. A document that is no R4 resource, or
+// that no obligation applies to, is not walked; the research view keeps
+// R4 by its own walk, and withholds Meta, so carries no label.
 //
 // An obligation is the triple op, path, fn of strings (JSON keys "op",
 // "path", "fn"), which is exactly what the policy emits and the policy

@@ -42,7 +42,8 @@ import (
 // obligations removed outright is marked too; the importer (fhirin)
 // refuses a resource that lacks one, so such an element was there and
 // is withheld. A document whose root is no R4 resource is returned as
-// it is. pruneView modifies the document in place.
+// it is. The view is labelled REDACTED in meta.security (labelRedacted).
+// pruneView modifies the document in place.
 func pruneView(root any) any {
 	m, ok := root.(map[string]any)
 	if !ok {
@@ -52,7 +53,42 @@ func pruneView(root any) any {
 		return root
 	}
 	pruneResource(m, nil)
+	labelRedacted(m)
 	return m
+}
+
+// redactedLabel is HL7's security label for a copy of a resource that
+// was filtered to remove what the receiver may not access
+// (v3-ObservationValue REDACTED, a security integrity observation value
+// of R4's security-labels value set, to which Meta.security is bound):
+// its usage note has it flag to the receiver that some of the resource
+// was left out. A view is labelled whenever obligations other than
+// deidentify apply to it, the policy's statement that it is a filtered
+// copy, whether or not their paths matched anything of this resource.
+var redactedLabel = map[string]any{"system": "http://terminology.hl7.org/CodeSystem/v3-ObservationValue", "code": "REDACTED"}
+
+// labelRedacted adds redactedLabel to the meta.security of resource m,
+// unless it is there already (or meta or its security is no JSON object
+// or array: no shape R4 has, left as it is).
+func labelRedacted(m map[string]any) {
+	meta, ok := m["meta"].(map[string]any)
+	if !ok {
+		if _, there := m["meta"]; there {
+			return
+		}
+		meta = map[string]any{}
+		m["meta"] = meta
+	}
+	sec, ok := meta["security"].([]any)
+	if !ok && meta["security"] != nil {
+		return
+	}
+	for _, c := range sec {
+		if cm, _ := c.(map[string]any); cm["system"] == redactedLabel["system"] && cm["code"] == redactedLabel["code"] {
+			return
+		}
+	}
+	meta["security"] = append(sec, maps.Clone(redactedLabel))
 }
 
 // pruneResource prunes the resource m. ids are the contained resources

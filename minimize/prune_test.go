@@ -99,7 +99,11 @@ func TestViewPrunesWhatObligationsEmptied(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := canon(t, c.want); string(got) != want {
+			want := redacted(t, c.want)
+			if strings.HasPrefix(c.in, `{"resourceType":"NotA`) {
+				want = canon(t, c.want)
+			}
+			if string(got) != want {
 				t.Errorf("got  %s\nwant %s", got, want)
 			}
 			if strings.HasPrefix(c.in, `{"resourceType":"NotA`) {
@@ -114,6 +118,44 @@ func TestViewPrunesWhatObligationsEmptied(t *testing.T) {
 			again, err := JSON(got, c.obs, Options{})
 			if err != nil || !bytes.Equal(again, got) {
 				t.Errorf("not idempotent: %s then %s (%v)", got, again, err)
+			}
+		})
+	}
+}
+
+// TestViewIsLabelledRedacted: a view that obligations other than
+// deidentify apply to carries HL7's REDACTED label in meta.security, once,
+// beside the labels it keeps; a resource without obligations, the research
+// view (which withholds Meta: its walk drops it) and a document that is
+// no R4 resource carry none.
+func TestViewIsLabelledRedacted(t *testing.T) {
+	const label = `{"code":"REDACTED","system":"http://terminology.hl7.org/CodeSystem/v3-ObservationValue"}`
+	const cel = `{"code":"CEL","system":"http://terminology.hl7.org/CodeSystem/v3-ActCode"}`
+	for _, c := range []struct {
+		name, in string
+		obs      []Obligation
+		want     string
+	}{
+		{"added", `{"resourceType":"Patient","gender":"female","name":[{"family":"Doe"}]}`, []Obligation{{Op: OpRemove, Path: "/name"}},
+			`{"gender":"female","meta":{"security":[` + label + `]},"resourceType":"Patient"}`},
+		{"beside the labels kept", `{"resourceType":"Patient","meta":{"versionId":"3","security":[` + cel + `]},"gender":"female"}`, []Obligation{{Op: OpMask, Path: "/gender"}},
+			`{"gender":"***","meta":{"security":[` + cel + `,` + label + `],"versionId":"3"},"resourceType":"Patient"}`},
+		{"once", `{"resourceType":"Patient","meta":{"security":[` + label + `]},"gender":"female"}`, []Obligation{{Op: OpMask, Path: "/gender"}},
+			`{"gender":"***","meta":{"security":[` + label + `]},"resourceType":"Patient"}`},
+		{"no obligations: none", `{"resourceType":"Patient","gender":"female"}`, nil,
+			`{"gender":"female","resourceType":"Patient"}`},
+		{"the research view: none", `{"resourceType":"Patient","gender":"female","meta":{"security":[` + cel + `]}}`, []Obligation{{Op: OpDeidentify, Fn: DeidentifySafeHarbor}},
+			`{"gender":"female","resourceType":"Patient"}`},
+		{"no R4 resource: none", `{"resourceType":"NotAResource","gender":"female"}`, []Obligation{{Op: OpMask, Path: "/gender"}},
+			`{"gender":"***","resourceType":"NotAResource"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := JSON([]byte(c.in), c.obs, Options{Now: refNow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != c.want {
+				t.Errorf("got  %s\nwant %s", got, c.want)
 			}
 		})
 	}
@@ -211,4 +253,22 @@ func decodeNumber(t *testing.T, b []byte) map[string]any {
 		return nil
 	}
 	return m
+}
+
+// redacted is canon(s), a view of a FHIR resource, with the REDACTED
+// security label the view carries (labelRedacted).
+func redacted(t testing.TB, s string) string {
+	t.Helper()
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		t.Fatalf("bad JSON in test: %v\n%s", err, s)
+	}
+	labelRedacted(m)
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
