@@ -41,7 +41,11 @@
 //	                       "labels":{"tenant","patient","type","sensitivity"?,"consent"?},
 //	                       "file"}
 //	fhir/<id>.json        FHIR R4 Patient, Observation, Condition,
-//	                      MedicationRequest, Encounter, Coverage
+//	                      MedicationRequest, Encounter, Coverage, and the
+//	                      payers' Organizations (tenant-level reference
+//	                      data, fhir://{tenant}/organization/{id}, after
+//	                      every patient; each Coverage's payor references
+//	                      one; in the Bulk export, in no patient's Bundle)
 //	notes/<id>.md         clinical progress note (text/markdown)
 //	reports/<id>.pdf      one-page PDF 1.4 lab report (every 5th patient)
 //	images/<id>.png       32x32 grayscale PNG (every 5th patient)

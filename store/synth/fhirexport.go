@@ -95,7 +95,8 @@ func (g *generator) writeFHIR(manifestPath string) (int64, error) {
 	return w.bytes, nil
 }
 
-// patient writes one patient's resources to the Bulk files and its Bundle.
+// patient writes one patient's resources to the Bulk files and its Bundle
+// (tenant-level resources, patient "", to the Bulk files only).
 func (w *fhirWriter) patient(group []manifestEntry) error {
 	patient := group[0].Labels.Patient
 	var resources []map[string]any
@@ -124,6 +125,9 @@ func (w *fhirWriter) patient(group []manifestEntry) error {
 		if err := w.bulkLine(r); err != nil {
 			return err
 		}
+	}
+	if patient == "" {
+		return nil // tenant-level reference data (the payers): in no patient's Bundle
 	}
 	return w.bundle(patient, resources)
 }
