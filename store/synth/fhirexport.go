@@ -23,9 +23,15 @@ const (
 	// BulkManifestFile is the $export manifest naming BulkDir's files.
 	BulkManifestFile = "bulk-export.json"
 	// BundlesDir holds one transaction Bundle per patient:
-	// <patient id>.json, with urn:uuid references between its entries.
+	// <patient id>.json, with urn:uuid references between its entries,
+	// and one of the tenant-level resources (the payers' Organizations),
+	// referenceBundle.
 	BundlesDir = "bundles"
 )
+
+// referenceBundle names the Bundle of tenant-level resources in BundlesDir
+// (with ".json"); a patient's is named by its UUID, so no name is shared.
+const referenceBundle = "organizations"
 
 // Security labels as FHIR writes them (docs/import.md, "Labels").
 var labelCodings = map[string]coding{
@@ -96,7 +102,8 @@ func (g *generator) writeFHIR(manifestPath string) (int64, error) {
 }
 
 // patient writes one patient's resources to the Bulk files and its Bundle
-// (tenant-level resources, patient "", to the Bulk files only).
+// (tenant-level resources, patient "", to the Bulk files and the Bundle
+// referenceBundle).
 func (w *fhirWriter) patient(group []manifestEntry) error {
 	patient := group[0].Labels.Patient
 	var resources []map[string]any
@@ -127,7 +134,7 @@ func (w *fhirWriter) patient(group []manifestEntry) error {
 		}
 	}
 	if patient == "" {
-		return nil // tenant-level reference data (the payers): in no patient's Bundle
+		return w.bundle(referenceBundle, resources) // tenant-level (the payers): a Bundle of their own
 	}
 	return w.bundle(patient, resources)
 }
