@@ -59,15 +59,15 @@ func TestAllow(t *testing.T) {
 		{"members of a scalar: the scalar goes",
 			Obligation{Op: OpAllow, Fn: "/gender/text,/birthDate"},
 			`{"resourceType": "Patient", "birthDate": "1986-02-10"}`},
-		{"members of scalar array elements: elements go, array stays",
+		{"members of scalar array elements: elements go, and the emptied array with them (pruneView)",
 			Obligation{Op: OpAllow, Fn: "/flags/*/x"},
-			`{"resourceType": "Patient", "flags": []}`},
+			`{"resourceType": "Patient"}`},
 		{"array listed without wildcard is kept whole",
 			Obligation{Op: OpAllow, Fn: "/flags"},
 			`{"resourceType": "Patient", "flags": [true, false]}`},
-		{"objects with nothing listed become empty",
+		{"objects with nothing listed become empty, and go (pruneView)",
 			Obligation{Op: OpAllow, Fn: "/address/*/country"},
-			`{"resourceType": "Patient", "address": [{}, {}]}`},
+			`{"resourceType": "Patient"}`},
 		{"missing paths are no-ops",
 			Obligation{Op: OpAllow, Fn: "/photo,/telecom/*/value"},
 			`{"resourceType": "Patient"}`},
@@ -91,7 +91,7 @@ func TestAllow(t *testing.T) {
 			if err != nil {
 				t.Fatalf("JSON: %v", err)
 			}
-			if want := canon(t, tt.want); string(got) != want {
+			if want := redacted(t, tt.want); string(got) != want {
 				t.Errorf("got  %s\nwant %s", got, want)
 			}
 			// Idempotent: the allow-list keeps everything it kept.
@@ -138,7 +138,7 @@ func TestAllowComposesInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := canon(t, `{"resourceType":"Patient","birthDate":"1986",
+	want := redacted(t, `{"resourceType":"Patient","birthDate":"1986",
 	  "address":[{"postalCode":"021","state":"***"},{"postalCode":"000","state":"***"}]}`)
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
@@ -209,8 +209,8 @@ func TestAllowKeepsOnlyListedPaths(t *testing.T) {
 		return m
 	}
 	under := func(p string) bool {
-		if p == "/resourceType" {
-			return true
+		if p == "/resourceType" || strings.HasPrefix(p, "/meta/security/") {
+			return true // the view's REDACTED label (labelRedacted)
 		}
 		for _, l := range list {
 			if p == l || strings.HasPrefix(p, l+"/") {
@@ -313,33 +313,34 @@ func FuzzAllowFn(f *testing.F) {
 // TestAllowKeepsNoExtensionItDoesNotName: a listed element is kept whole
 // but for its extensions, at any depth, where the list does not name an
 // "extension" member; a modifierExtension stays with its own extensions;
-// a primitive's companion left empty goes (or becomes null in an array).
+// a primitive's companion left empty goes (or becomes null in an array);
+// an object left empty goes (pruneView).
 // Until 2026-12-07 a biller's view of an Encounter released a name in
 // class.extension, an MRN in period.extension and an account number in a
 // Money's extension: the allow-list kept each listed element whole.
 func TestAllowKeepsNoExtensionItDoesNotName(t *testing.T) {
-	const doc = `{"resourceType":"Encounter",
+	const doc = `{"resourceType":"Encounter","status":"finished",
 	  "extension":[{"url":"u","valueString":"ROOT-CANARY"}],
 	  "class":{"code":"IMP","extension":[{"url":"u","valueString":"Jane Canary"}]},
 	  "period":{"start":"2024-01-01","_start":{"extension":[{"url":"u","valueString":"MRN 77441123"}]}},
-	  "statusHistory":[{"status":"arrived","_status":{"id":"s1","extension":[{"url":"u","valueString":"555-867-5309"}]}}],
+	  "statusHistory":[{"status":"arrived","_status":{"id":"s1","extension":[{"url":"u","valueString":"555-867-5309"}]},"period":{"start":"2024-01-01"}}],
 	  "cost":{"valueMoney":{"value":20,"currency":"USD","extension":[{"url":"u","extension":[{"url":"acct","valueString":"ACCT-4471123"}]}]}},
 	  "given":["A","B"],"_given":[null,{"extension":[{"url":"u","valueString":"GIVEN-CANARY"}]}],
 	  "hospitalization":{"modifierExtension":[{"url":"m","extension":[{"url":"part","valueCode":"x"}]}],"admitSource":{"text":"er"}},
 	  "listed":{"extension":[{"url":"kept","extension":[{"url":"inner","valueCode":"y"}]}],"other":{"extension":[{"url":"u","valueString":"NESTED-CANARY"}]}}}`
-	ob := Obligation{Op: OpAllow, Fn: "/class,/period,/statusHistory,/cost,/given,/_given,/hospitalization,/listed/extension,/listed/other"}
+	ob := Obligation{Op: OpAllow, Fn: "/status,/class,/period,/statusHistory,/cost,/given,/_given,/hospitalization,/listed/extension,/listed/other"}
 	got, err := JSON([]byte(doc), []Obligation{ob}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := canon(t, `{"resourceType":"Encounter",
+	want := redacted(t, `{"resourceType":"Encounter","status":"finished",
 	  "class":{"code":"IMP"},
 	  "period":{"start":"2024-01-01"},
-	  "statusHistory":[{"status":"arrived","_status":{"id":"s1"}}],
+	  "statusHistory":[{"status":"arrived","_status":{"id":"s1"},"period":{"start":"2024-01-01"}}],
 	  "cost":{"valueMoney":{"value":20,"currency":"USD"}},
 	  "given":["A","B"],
 	  "hospitalization":{"modifierExtension":[{"url":"m","extension":[{"url":"part","valueCode":"x"}]}],"admitSource":{"text":"er"}},
-	  "listed":{"extension":[{"url":"kept","extension":[{"url":"inner","valueCode":"y"}]}],"other":{}}}`)
+	  "listed":{"extension":[{"url":"kept","extension":[{"url":"inner","valueCode":"y"}]}]}}`)
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
@@ -355,16 +356,16 @@ func TestAllowKeepsNoExtensionItDoesNotName(t *testing.T) {
 // the listed one lost them and went out as {"url":"m"}: no value and no
 // extension (R4 ext-1), a modifier whose meaning was gone.
 func TestAllowKeepsAListedModifierExtensionWhole(t *testing.T) {
-	const doc = `{"resourceType":"Encounter",
+	const doc = `{"resourceType":"Encounter","status":"finished",
 	  "modifierExtension":[{"url":"m","extension":[{"url":"part","valueCode":"x"}]}],
 	  "hospitalization":{"modifierExtension":[{"url":"m","extension":[{"url":"part","valueCode":"y"}]}],"extension":[{"url":"u","valueString":"CANARY"}]},
 	  "class":[{"modifierExtension":[{"url":"m","extension":[{"url":"part","valueCode":"z"}]}]}]}`
-	ob := Obligation{Op: OpAllow, Fn: "/modifierExtension,/hospitalization/modifierExtension,/class/*/modifierExtension"}
+	ob := Obligation{Op: OpAllow, Fn: "/status,/modifierExtension,/hospitalization/modifierExtension,/class/*/modifierExtension"}
 	got, err := JSON([]byte(doc), []Obligation{ob}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := canon(t, `{"resourceType":"Encounter",
+	want := redacted(t, `{"resourceType":"Encounter","status":"finished",
 	  "modifierExtension":[{"url":"m","extension":[{"url":"part","valueCode":"x"}]}],
 	  "hospitalization":{"modifierExtension":[{"url":"m","extension":[{"url":"part","valueCode":"y"}]}]},
 	  "class":[{"modifierExtension":[{"url":"m","extension":[{"url":"part","valueCode":"z"}]}]}]}`)

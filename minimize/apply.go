@@ -79,6 +79,13 @@ func kindOf(mimeType string) payloadKind {
 // insignificant whitespace, no HTML escaping, no trailing newline; the input
 // is normalized this way even when obs is empty.
 //
+// A FHIR R4 resource (a root whose resourceType is an R4 type) that any
+// obligation but deidentify applies to is then pruned of what the
+// obligations emptied, and its required elements they withheld are
+// marked with a data-absent-reason (pruneView), so that the view stays
+// valid R4; with no obligations, or deidentify's alone, it is not walked
+// again.
+//
 // Obligations are validated first; a generalize:birthyear90 obligation with a
 // zero opts.Now fails with ErrNoReferenceTime whether or not its path
 // resolves. A path that does not resolve is a no-op. On error the returned
@@ -91,6 +98,7 @@ func JSON(doc []byte, obs []Obligation, opts Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	prune := false
 	for _, o := range obs {
 		if o.Op == OpDeidentify {
 			if root, err = deidentify(root, opts); err != nil {
@@ -99,6 +107,12 @@ func JSON(doc []byte, obs []Obligation, opts Options) ([]byte, error) {
 			continue
 		}
 		root = applyOne(root, o, opts)
+		prune = true
+	}
+	if prune {
+		// A resource without obligations, or only deidentify's (its walk
+		// keeps R4), is not walked again.
+		root = pruneView(root)
 	}
 	return encodeJSON(root)
 }

@@ -2352,13 +2352,7 @@ func absentOf(typ string, depth int) map[string]any {
 		return out
 	}
 	defs := fhirr4.Elements[typ]
-	marked := map[string]bool{} // choices marked
-	for _, k := range slices.Sorted(maps.Keys(defs)) {
-		e := defs[k]
-		if !e.Required || e.Choice != "" && (marked[e.Choice] || !primitiveTypes[e.Type] && choiceHasPrimitive(defs, e.Choice)) {
-			continue
-		}
-		marked[e.Choice] = true
+	for _, k := range requiredMarks[typ] {
 		markAbsentTo(out, k, defs, depth-1)
 	}
 	return out

@@ -39,7 +39,8 @@
 //     a primitive's companion left empty goes); "*"
 //     selects every array element; an index segment never selects an array
 //     element (so a list is idempotent); an object keeps its listed members
-//     and stays, possibly empty; a scalar or array where members were listed
+//     and stays, possibly empty (a FHIR resource's view then prunes it: see
+//     Views of FHIR resources); a scalar or array where members were listed
 //     is deleted. It is the minimum-necessary form: what a role may see,
 //     rather than what it may not, so an element the policy author did not
 //     foresee is withheld rather than released.
@@ -102,6 +103,24 @@
 // meets an object). A path that does not resolve is a no-op, not an error.
 // Obligations are applied in the order given: obligations before an allow
 // see the whole document, obligations after it see only what it kept.
+//
+// # Views of FHIR resources
+//
+// remove, mask, generalize, scrub and allow work on JSON paths and know
+// nothing of R4, so they can leave what R4 forbids: an empty object where
+// a Reference held only a display (ele-1), an empty array or string, a
+// primitive's "_name" companion without its value, a local reference to
+// a contained resource they dropped (ref-1), a required element emptied
+// (Coverage.payor, 1..*). After them, [JSON] prunes a FHIR R4 resource
+// (pruneView, prune.go): what they emptied goes, bottom up, and a
+// required element missing from an object that stays is marked with a
+// data-absent-reason extension "masked" (on a primitive, its "_name"
+// companion), as the research view marks one. The view is labelled with
+// HL7's security label REDACTED (v3-ObservationValue) in meta.security: a
+// copy filtered of what its reader may not see, the policy's statement
+// whether or not a path matched. A document that is no R4 resource, or
+// that no obligation applies to, is not walked; the research view keeps
+// R4 by its own walk, and withholds Meta, so carries no label.
 //
 // An obligation is the triple op, path, fn of strings (JSON keys "op",
 // "path", "fn"), which is exactly what the policy emits and the policy

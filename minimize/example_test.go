@@ -36,7 +36,7 @@ func Example() {
 		fmt.Println(o) // the audit log's form
 	}
 	// Output:
-	// {"address":[{"postalCode":"021","state":"MA"}],"birthDate":"90+","resourceType":"Patient","telecom":[{"system":"phone","value":"***0142"}]}
+	// {"address":[{"postalCode":"021","state":"MA"}],"birthDate":"90+","meta":{"security":[{"code":"REDACTED","system":"http://terminology.hl7.org/CodeSystem/v3-ObservationValue"}]},"resourceType":"Patient","telecom":[{"system":"phone","value":"***0142"}]}
 	// remove:/name
 	// mask:/telecom/*/value:last4
 	// generalize:/birthDate:birthyear90
@@ -67,7 +67,8 @@ func ExampleApply_binary() {
 }
 
 // An allow-list keeps only the elements it names (and resourceType);
-// obligations before it still see the whole resource.
+// obligations before it still see the whole resource. The view of a FHIR
+// resource is labelled REDACTED in meta.security.
 func ExampleApply_allowList() {
 	obs := []byte(`{"resourceType": "Observation", "id": "4f1c", "status": "final",
 	  "subject": {"reference": "Patient/7d1a", "display": "Jane Doe"},
@@ -87,7 +88,7 @@ func ExampleApply_allowList() {
 		fmt.Println(o.HL7Code(), o)
 	}
 	// Output:
-	// {"code":{"text":"Hemoglobin A1c"},"effectiveDateTime":"2026","resourceType":"Observation","status":"final","valueQuantity":{"unit":"%","value":7.4}}
+	// {"code":{"text":"Hemoglobin A1c"},"effectiveDateTime":"2026","meta":{"security":[{"code":"REDACTED","system":"http://terminology.hl7.org/CodeSystem/v3-ObservationValue"}]},"resourceType":"Observation","status":"final","valueQuantity":{"unit":"%","value":7.4}}
 	// DEID generalize:/effectiveDateTime:year
 	// MINEC allow::/status,/code,/effectiveDateTime,/valueQuantity
 }

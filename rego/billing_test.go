@@ -312,7 +312,8 @@ func TestBillingViewDropsCodesFreeText(t *testing.T) {
 
 // The 20-patient synthetic data set (custos seed, the demo's data) read as
 // a biller keeps what claims work needs: every Coverage its status, type
-// code, relationship code, period, masked member id and group number
+// code, relationship code, period, payor (a reference to the payer's
+// Organization, since h-views), masked member id and group number
 // (every class value is masked: TestBillingViewMasksAPharmacyMemberID);
 // every Encounter its class and type codes, status and period (the dates
 // of service; its subject's source id is dropped:
@@ -338,7 +339,7 @@ func TestBillingViewOfTheSyntheticData(t *testing.T) {
 		out := string(billingView(t, e, typ, in))
 		kept := map[string][]string{
 			"coverage": {`"status":"active"`, `"code":"HIP"`, `"code":"self"`, `"code":"group"`, `"value":"***`, `"subscriberId":"***`,
-				`"start":"` + v.Period.Start + `"`},
+				`"start":"` + v.Period.Start + `"`, `"payor":[{"reference":"Organization/`},
 			"encounter": {`"status":"finished"`, `"class":{"code":"AMB","system":"http://terminology.hl7.org/CodeSystem/v3-ActCode"}`,
 				`"type":[{"coding":[{"code":"185349003","system":"http://snomed.info/sct"}]}]`,
 				`"period":{"end":"` + v.Period.End + `","start":"` + v.Period.Start + `"}`},

@@ -21,9 +21,10 @@ import (
 	"github.com/custos-mcp/custos/store/synth"
 )
 
-// fhirTypes are the synthetic FHIR resource types; the Safe Harbor profile
+// fhirTypes are the synthetic FHIR resource types (the payers'
+// Organizations, reference data, since h-views); the Safe Harbor profile
 // must release every one of them, de-identified.
-var fhirTypes = []string{"patient", "observation", "condition", "medicationrequest", "encounter", "coverage"}
+var fhirTypes = []string{"patient", "observation", "condition", "medicationrequest", "encounter", "coverage", "organization"}
 
 // manifestLine is the part of a synth manifest line the test needs.
 type manifestLine struct {
@@ -228,6 +229,12 @@ func TestSafeHarborDeidentifiesEveryResourceType(t *testing.T) {
 		t.Errorf("unexpected decision: %s", w)
 	}
 	for _, typ := range fhirTypes {
+		if typ == "organization" {
+			if res.released[typ] != 4 || res.denied[typ] != 0 { // the payers: reference data, no patient
+				t.Errorf("organization: %d released, %d denied; want the 4 payers", res.released[typ], res.denied[typ])
+			}
+			continue
+		}
 		if res.released[typ] < 19 { // 20 patients, one opted out
 			t.Errorf("%s: %d released, %d denied; want every resource of the 19 patients who did not opt out", typ, res.released[typ], res.denied[typ])
 		}

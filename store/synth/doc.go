@@ -41,7 +41,12 @@
 //	                       "labels":{"tenant","patient","type","sensitivity"?,"consent"?},
 //	                       "file"}
 //	fhir/<id>.json        FHIR R4 Patient, Observation, Condition,
-//	                      MedicationRequest, Encounter, Coverage
+//	                      MedicationRequest, Encounter, Coverage, and the
+//	                      payers' Organizations (tenant-level reference
+//	                      data, fhir://{tenant}/organization/{id}, after
+//	                      every patient; each Coverage's payor references
+//	                      one; in the Bulk export, and in bundles/ as
+//	                      organizations.json)
 //	notes/<id>.md         clinical progress note (text/markdown)
 //	reports/<id>.pdf      one-page PDF 1.4 lab report (every 5th patient)
 //	images/<id>.png       32x32 grayscale PNG (every 5th patient)
@@ -56,11 +61,13 @@
 //	                      Consent that denies for the opted-out patient
 //	bulk-export.json      its $export manifest (relative urls)
 //	bundles/<patient>.json the same resources, one transaction Bundle per
-//	                      patient, references between entries as urn:uuid
+//	                      patient, references between entries as urn:uuid,
+//	                      and bundles/organizations.json the payers
 //
 // URIs: fhir://{tenant}/patients/{patient}/{type}/{id} with type one of
 // patient, observation, condition, medicationrequest, encounter, coverage
 // (for the Patient resource id is the patient id);
+// fhir://{tenant}/organization/{id} for the payers (tenant-level);
 // note://{tenant}/patients/{patient}/notes/{id};
 // report://{tenant}/patients/{patient}/reports/{id};
 // image://{tenant}/patients/{patient}/images/{id}.
@@ -68,7 +75,7 @@
 // Per patient #i: 1 Patient, 2+i%3 Observations, 1 or 2 Conditions (2 when
 // i%3 == 1), 1 MedicationRequest, 1 or 2 Encounters (2 when i%4 == 0),
 // 1 Coverage, 1 note, and when i%5 == 0 a report and an image: 9.98
-// resources per patient on average.
+// resources per patient on average; and, once, the 4 payers.
 //
 // # Edge cases
 //

@@ -24,7 +24,7 @@ func ExampleGenerate() {
 	fmt.Println("estimate:", synth.Estimate(10))
 	fmt.Println("notes:", sum.ByType["note"], "reports:", sum.ByType["report"])
 	// Output:
-	// 10 patients, 99 resources
-	// estimate: 99
+	// 10 patients, 103 resources
+	// estimate: 103
 	// notes: 10 reports: 2
 }

@@ -23,9 +23,15 @@ const (
 	// BulkManifestFile is the $export manifest naming BulkDir's files.
 	BulkManifestFile = "bulk-export.json"
 	// BundlesDir holds one transaction Bundle per patient:
-	// <patient id>.json, with urn:uuid references between its entries.
+	// <patient id>.json, with urn:uuid references between its entries,
+	// and one of the tenant-level resources (the payers' Organizations),
+	// referenceBundle.
 	BundlesDir = "bundles"
 )
+
+// referenceBundle names the Bundle of tenant-level resources in BundlesDir
+// (with ".json"); a patient's is named by its UUID, so no name is shared.
+const referenceBundle = "organizations"
 
 // Security labels as FHIR writes them (docs/import.md, "Labels").
 var labelCodings = map[string]coding{
@@ -95,7 +101,9 @@ func (g *generator) writeFHIR(manifestPath string) (int64, error) {
 	return w.bytes, nil
 }
 
-// patient writes one patient's resources to the Bulk files and its Bundle.
+// patient writes one patient's resources to the Bulk files and its Bundle
+// (tenant-level resources, patient "", to the Bulk files and the Bundle
+// referenceBundle).
 func (w *fhirWriter) patient(group []manifestEntry) error {
 	patient := group[0].Labels.Patient
 	var resources []map[string]any
@@ -124,6 +132,9 @@ func (w *fhirWriter) patient(group []manifestEntry) error {
 		if err := w.bulkLine(r); err != nil {
 			return err
 		}
+	}
+	if patient == "" {
+		return w.bundle(referenceBundle, resources) // tenant-level (the payers): a Bundle of their own
 	}
 	return w.bundle(patient, resources)
 }

@@ -73,9 +73,13 @@ func (s shape) resources() int {
 
 // Estimate returns exactly the number of resources (manifest lines) that
 // Generate writes for the given number of patients, whatever the seed: about
-// 10 per patient (9.98 on average). It returns 0 for patients < 1.
+// 10 per patient (9.98 on average), and the payers' Organizations. It
+// returns 0 for patients < 1.
 func Estimate(patients int) int {
-	n := 0
+	if patients < 1 {
+		return 0
+	}
+	n := len(payors)
 	for i := 0; i < patients; i++ {
 		n += shapeOf(i).resources()
 	}
@@ -250,6 +254,20 @@ func (g *generator) run(ctx context.Context) (Summary, error) {
 				o.Progress(i+1, o.Patients)
 			}
 		}
+	}
+	// The payers' Organizations, tenant-level, after every patient (the
+	// FHIR copies group the manifest by patient).
+	for _, name := range payors {
+		e, body := g.payorEntry(name)
+		if err := writeNew(filepath.Join(g.dir, e.File), body); err != nil {
+			return sum, err
+		}
+		if err := enc.Encode(&e); err != nil {
+			return sum, fmt.Errorf("synth: write manifest: %w", err)
+		}
+		sum.ByType[e.Labels.Type]++
+		sum.Resources++
+		sum.Bytes += int64(len(body))
 	}
 	if err := bw.Flush(); err != nil {
 		return sum, fmt.Errorf("synth: write manifest: %w", err)

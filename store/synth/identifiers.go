@@ -32,9 +32,17 @@ func Identifiers(dir string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		var p struct {
+		var rt struct {
 			ResourceType string `json:"resourceType"`
-			Name         []struct {
+		}
+		if err := json.Unmarshal(raw, &rt); err != nil {
+			return nil, fmt.Errorf("synth: %s: %w", filepath.Base(f), err)
+		}
+		if rt.ResourceType != "Patient" {
+			continue // an Organization's name is a string, and no patient's
+		}
+		var p struct {
+			Name []struct {
 				Family string   `json:"family"`
 				Given  []string `json:"given"`
 			} `json:"name"`
@@ -49,9 +57,6 @@ func Identifiers(dir string) ([]string, error) {
 		}
 		if err := json.Unmarshal(raw, &p); err != nil {
 			return nil, fmt.Errorf("synth: %s: %w", filepath.Base(f), err)
-		}
-		if p.ResourceType != "Patient" {
-			continue
 		}
 		patients++
 		for _, n := range p.Name {

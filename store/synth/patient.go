@@ -306,7 +306,7 @@ func (g *generator) patient(i int) patientResult {
 			Beneficiary:  reference{Reference: p.reference, Display: p.fullName},
 			Relationship: codeableConcept{Coding: []coding{{System: "http://terminology.hl7.org/CodeSystem/subscriber-relationship", Code: "self"}}},
 			Period:       period{Start: start.Format(dateFmt), End: end.Format(dateFmt)},
-			Payor:        []reference{{Display: payors[r.IntN(len(payors))]}},
+			Payor:        []reference{payor(g.opts.Tenant, payors[r.IntN(len(payors))])},
 			Class: []coverageClass{{
 				Type:  codeableConcept{Coding: []coding{{System: "http://terminology.hl7.org/CodeSystem/coverage-class", Code: "group"}}},
 				Value: fmt.Sprintf("GRP-%05d", r.IntN(1e5)),

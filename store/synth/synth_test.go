@@ -157,8 +157,16 @@ var uriRE = regexp.MustCompile(`^(?:` +
 	`|(image)://([a-z0-9-]+)/patients/(` + uuidRE + `)/images/(` + uuidRE + `)` +
 	`)$`)
 
-// parseURI returns tenant, patient, type and id of a manifest URI.
+// tenantURIRE is the grammar of a tenant-level resource's URI (the
+// payers' Organizations, whose ids are name-based UUIDs, version 5).
+var tenantURIRE = regexp.MustCompile(`^fhir://([a-z0-9-]+)/(organization)/([0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12})$`)
+
+// parseURI returns tenant, patient ("" for a tenant-level resource), type
+// and id of a manifest URI.
 func parseURI(uri string) (tenant, patient, typ, id string, ok bool) {
+	if m := tenantURIRE.FindStringSubmatch(uri); m != nil {
+		return m[1], "", m[2], m[3], true
+	}
 	m := uriRE.FindStringSubmatch(uri)
 	if m == nil {
 		return "", "", "", "", false
@@ -178,6 +186,7 @@ func parseURI(uri string) (tenant, patient, typ, id string, ok bool) {
 var fhirResourceType = map[string]string{
 	"patient": "Patient", "observation": "Observation", "condition": "Condition",
 	"medicationrequest": "MedicationRequest", "encounter": "Encounter", "coverage": "Coverage",
+	"organization": "Organization",
 }
 
 // TestDeterministic runs under -race (tools/racetests): Generate writes patients on a pool of goroutines; the output must not depend on their order.
@@ -314,6 +323,9 @@ func TestManifestAndFiles(t *testing.T) {
 		t.Errorf("%d Patient resources, want %d", len(patients), n)
 	}
 	for _, e := range entries {
+		if e.Labels.Patient == "" && e.Labels.Type == "organization" {
+			continue // tenant-level: the payers
+		}
 		if !patients[e.Labels.Patient] {
 			t.Errorf("%s: patient %s has no Patient resource", e.URI, e.Labels.Patient)
 		}
@@ -361,7 +373,7 @@ func checkFHIR(t *testing.T, name string, data []byte, resourceType, id, patient
 	case r.Beneficiary != nil:
 		ref = r.Beneficiary.Reference
 	}
-	if resourceType != "Patient" && ref != "Patient/"+patient {
+	if resourceType != "Patient" && patient != "" && ref != "Patient/"+patient {
 		t.Errorf("%s: refers to %q, want Patient/%s", name, ref, patient)
 	}
 }
@@ -905,5 +917,53 @@ func TestIdentifiers(t *testing.T) {
 	}
 	if _, err := Identifiers(t.TempDir()); err == nil {
 		t.Error("a directory without patients gave no error")
+	}
+}
+
+// TestCoveragePayorIsAnOrganizationOfTheSet: every Coverage names its
+// payor by a reference to an Organization the data set holds (tenant-level
+// reference data, in the manifest and the Bulk export), as R4 data does;
+// until h-views the payor was a display alone, and a biller's view, which
+// keeps a payor's reference and drops its display, kept no payor at all.
+func TestCoveragePayorIsAnOrganizationOfTheSet(t *testing.T) {
+	dir, _ := generate(t, Options{Patients: 12})
+	orgs := map[string]bool{}
+	var coverages [][]byte
+	for _, e := range readManifest(t, dir) {
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(e.File)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch e.Labels.Type {
+		case "organization":
+			var o struct{ ResourceType, ID, Name string }
+			if err := json.Unmarshal(data, &o); err != nil || o.ResourceType != "Organization" || o.Name == "" || e.Labels.Patient != "" {
+				t.Errorf("%s: %s (%v)", e.URI, data, err)
+			}
+			orgs["Organization/"+o.ID] = true
+		case "coverage":
+			coverages = append(coverages, data)
+		}
+	}
+	bulk, err := os.ReadFile(filepath.Join(dir, BulkDir, "Organization.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(bulk, []byte("\n")); n != len(orgs) || len(orgs) != len(payors) {
+		t.Errorf("%d Organizations in the manifest, %d in the Bulk export, want %d", len(orgs), n, len(payors))
+	}
+	if len(coverages) != 12 {
+		t.Fatalf("%d Coverages", len(coverages))
+	}
+	for _, c := range coverages {
+		var v struct {
+			Payor []struct{ Reference, Display string }
+		}
+		if err := json.Unmarshal(c, &v); err != nil {
+			t.Fatal(err)
+		}
+		if len(v.Payor) != 1 || !orgs[v.Payor[0].Reference] || v.Payor[0].Display == "" {
+			t.Errorf("a Coverage's payor names no Organization of the set: %+v", v.Payor)
+		}
 	}
 }
