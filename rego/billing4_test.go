@@ -96,7 +96,7 @@ func TestBillingViewOfClaimsAndRemittances(t *testing.T) {
 			all.Write(in)
 			out := string(billingView(t, e, c.typ, in))
 			for _, g := range billing4Canaries {
-				if strings.Contains(string(in), g) && strings.Contains(out, g) {
+				if strings.Contains(string(in), g) && strings.Contains(withoutAbsentMarks([]byte(out)), g) {
 					t.Errorf("the biller's view holds %s: %s", g, out)
 				}
 			}

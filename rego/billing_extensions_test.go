@@ -41,7 +41,7 @@ func TestBillingViewDropsExtensionsInsideKeptElements(t *testing.T) {
 				if !strings.Contains(c.in, g) {
 					t.Errorf("positive control: %q is not in the input", g)
 				}
-				if strings.Contains(string(out), g) {
+				if strings.Contains(withoutAbsentMarks(out), g) {
 					t.Errorf("the biller's view holds %s: %s", g, out)
 				}
 			}

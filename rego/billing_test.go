@@ -59,7 +59,7 @@ func TestBillingViewOutsideExamples(t *testing.T) {
 				if !strings.Contains(string(in), g) {
 					t.Errorf("positive control: %q is not in the input", g)
 				}
-				if strings.Contains(string(out), g) {
+				if strings.Contains(withoutAbsentMarks(out), g) {
 					t.Errorf("the biller's view holds %q: %s", g, out)
 				}
 			}
@@ -451,4 +451,15 @@ func TestBillingViewScrubsTheCoverageNetwork(t *testing.T) {
 	if k := `"network":"Keystone Select PPO, member desk [PHONE], [EMAIL]"`; !strings.Contains(out, k) {
 		t.Errorf("the biller's view lacks %s: %s", k, out)
 	}
+}
+
+// absentMark is the extension a view marks a withheld required element
+// with (minimize: data-absent-reason masked), the one extension a
+// biller's view may hold that its source did not put there.
+const absentMark = `"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]`
+
+// withoutAbsentMarks is a view without its absent marks, for tests that
+// look for an "extension" the view must have dropped.
+func withoutAbsentMarks(view []byte) string {
+	return strings.ReplaceAll(string(view), absentMark, "")
 }
