@@ -427,11 +427,12 @@ func TestHTTPGoSDKAndTypeScriptClients(t *testing.T) {
 	wantClin = append(wantClin, "resources/list:deny:bad_cursor")
 	checkAudit(t, clinRecs, wantClin, clinSub)
 
-	// Biller: coverage and encounters only, minimized.
+	// Biller: coverage and encounters only, minimized, and the tenant's
+	// reference data (the payers' Organizations the Coverages reference).
 	for _, p := range tsBill.Resources.Pages {
 		for _, u := range p.URIs {
-			if !strings.HasPrefix(u, "fhir://") || !(strings.Contains(u, "/coverage/") || strings.Contains(u, "/encounter/")) {
-				t.Errorf("biller listed %s: only coverage and encounters are allowed", u)
+			if !strings.HasPrefix(u, "fhir://") || !(strings.Contains(u, "/coverage/") || strings.Contains(u, "/encounter/") || strings.Contains(u, "/organization/")) {
+				t.Errorf("biller listed %s: only coverage, encounters and reference data are allowed", u)
 			}
 		}
 	}
