@@ -126,7 +126,7 @@ func newBreakGlassFixture(t *testing.T) (*fixture, *btg.Cache, server.Identity, 
 	id := f.identity("clinician")
 	id.PurposeOfUse, id.Principal.Patients = server.PurposeEmergency, []string{}
 	for _, r := range f.allURIs() {
-		if u, err := store.ParseURI(r.URI); err == nil && u.Scheme == "fhir" && len(r.Labels.Sensitivity) == 0 && len(r.Labels.Consent) == 0 {
+		if u, err := store.ParseURI(r.URI); err == nil && u.Scheme == "fhir" && r.Labels.Patient != "" && len(r.Labels.Sensitivity) == 0 && len(r.Labels.Consent) == 0 {
 			return f, grants, id, u
 		}
 	}

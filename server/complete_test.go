@@ -72,7 +72,7 @@ func testCompletionSuggestsExactlyWhatListShows(t *testing.T, live bool) {
 			t.Run(fmt.Sprintf("%s/%s/live=%v", persona, rev, live), func(t *testing.T) {
 				cs := f.connectRev(f.identity(persona), rev)
 				listed := listAll(t, cs)
-				patients := want(listed, "fhir", func(u store.URI) string { return u.Patient }, nil)
+				patients := want(listed, "fhir", func(u store.URI) string { return u.Patient }, func(u store.URI) bool { return u.Patient != "" })
 
 				before := len(f.records())
 				res := complete(t, cs, fhirTemplate, "patient", "", nil)
@@ -261,7 +261,7 @@ func TestResearchCompletionFollowsAliasOrder(t *testing.T) {
 			seenID := map[string]bool{}
 			for _, raw := range listed {
 				u, err := store.ParseURI(raw)
-				if err != nil || u.Scheme != "fhir" || seenID[u.ID] {
+				if err != nil || u.Scheme != "fhir" || u.Patient == "" || seenID[u.ID] {
 					continue
 				}
 				seenID[u.ID] = true

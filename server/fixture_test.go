@@ -320,7 +320,24 @@ func (f *fixture) audited(uri string) string {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	if u.Patient == "" {
+		return uri // tenant-level reference data: no patient to pseudonymize
+	}
 	return strings.ReplaceAll(uri, u.Patient, audit.Pseudonym(k.Bytes, u.Patient))
+}
+
+// patientURI is the URI of the catalog's first resource that concerns a
+// patient: the synthetic data holds tenant-level reference data too (its
+// payers' Organizations, since h-views), which sorts first.
+func (f *fixture) patientURI() string {
+	f.t.Helper()
+	for _, r := range f.allURIs() {
+		if r.Labels.Patient != "" {
+			return r.URI
+		}
+	}
+	f.t.Fatal("no resource of a patient in the fixture")
+	return ""
 }
 
 // pseudonym is the keyed hash an audit record names patient id by.

@@ -176,7 +176,7 @@ type tokenSet struct {
 // stays in the file unchanged.
 type tokenEntry struct {
 	key       [32]byte
-	raw       string // the principal as written, compacted
+	raw       string // the principal as decoded, re-encoded
 	principal principalFile
 	expires   time.Time // zero: never
 }
@@ -300,11 +300,14 @@ func parseTokenSet(data []byte, prev *tokenSet) (*tokenSet, error) {
 		if _, dup := set.byHash[key]; dup {
 			return nil, fmt.Errorf("%w: token file: tokens[%d]: duplicate token", ErrBadConfig, i)
 		}
-		var raw bytes.Buffer
-		if err := json.Compact(&raw, e.Principal); err != nil {
+		// The principal as decoded, encoded again: how the file spells it
+		// (spacing, escapes, which 'custos token new' and 'revoke' change
+		// when they write the file anew) does not make it an edit.
+		raw, err := json.Marshal(p)
+		if err != nil {
 			return nil, fmt.Errorf("%w: token file: tokens[%d].principal: %v", ErrBadConfig, i, err)
 		}
-		entry := &tokenEntry{key: key, raw: raw.String(), principal: p, expires: exp}
+		entry := &tokenEntry{key: key, raw: string(raw), principal: p, expires: exp}
 		if prev != nil {
 			if old := prev.byHash[key]; old != nil && old.raw == entry.raw && old.expires.Equal(entry.expires) {
 				entry = old

@@ -27,7 +27,9 @@ import (
 func TestReadInputsRecordedPseudonymizedAndReplayable(t *testing.T) {
 	f := newFixture(t, "")
 	ctx := context.Background()
-	all := f.allURIs()
+	// The patients' resources (the tenant-level reference data, the
+	// synthetic payers, concerns none).
+	all := slices.DeleteFunc(f.allURIs(), func(r store.Resource) bool { return r.Labels.Patient == "" })
 	u, _ := store.ParseURI(all[0].URI)
 	u.ID = "00000000-0000-4000-8000-000000000000"
 	missing := u.String()

@@ -31,7 +31,10 @@ func TestResearchViewShowsNoCatalogID(t *testing.T) {
 	var ids []string
 	for _, r := range f.allURIs() {
 		u, _ := store.ParseURI(r.URI)
-		ids = append(ids, u.Patient, u.ID)
+		ids = append(ids, u.ID)
+		if u.Patient != "" { // none for tenant-level reference data
+			ids = append(ids, u.Patient)
+		}
 	}
 	leaks := func(where string, v any) {
 		t.Helper()
@@ -83,7 +86,12 @@ func TestResearchViewShowsNoCatalogID(t *testing.T) {
 		t.Fatalf("patient completion: %v", err)
 	}
 	leaks("patient completion", pats)
-	u0, _ := store.ParseURI(listed[0].URI)
+	var u0 store.URI
+	for _, r := range listed {
+		if u0, _ = store.ParseURI(r.URI); u0.Patient != "" {
+			break // an aliased patient, not tenant-level reference data
+		}
+	}
 	idsOf, err := cs.Complete(context.Background(), &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/resource", URI: fhirTemplate},
 		Argument: mcp.CompleteParamsArgument{Name: "id"}, Context: &mcp.CompleteContext{Arguments: map[string]string{"tenant": u0.Tenant, "patient": u0.Patient}}})
 	if err != nil || len(idsOf.Completion.Values) == 0 {

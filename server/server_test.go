@@ -172,7 +172,7 @@ func TestEveryRequestIsAuditedExactlyOnce(t *testing.T) {
 func TestBadURIsAreRefusedWithoutEchoingSecrets(t *testing.T) {
 	f := newFixture(t, "")
 	cs := f.connect(f.identity("clinician"))
-	good := f.allURIs()[0].URI
+	good := f.patientURI()
 	const canary = "CANARY-s3cr3t-7d1f"
 	bad := []string{
 		"",

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -120,6 +121,20 @@ func TestBrokenTokenFileKeepsTheTokensInForce(t *testing.T) {
 	}
 }
 
+// loadCredential loads the token file at path and verifies tok with it.
+func loadCredential(t *testing.T, path, tok string) (*Tokens, Identity) {
+	t.Helper()
+	toks, err := LoadTokenFile(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := DevTokenIdentity(toks, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return toks, id
+}
+
 // A credential stays current while its entry stays in the file unchanged,
 // across reloads that change other entries; it is revoked when its entry
 // leaves the file or is edited (a subscription's notifications stop then).
@@ -127,14 +142,7 @@ func TestCredentialRevokedWhenItsEntryLeaves(t *testing.T) {
 	a, b := strings.Repeat("a", 43), strings.Repeat("b", 43)
 	path := filepath.Join(t.TempDir(), "tokens.json")
 	writeTokens(t, path, a)
-	toks, err := LoadTokenFile(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := DevTokenIdentity(toks, a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	toks, id := loadCredential(t, path, a)
 	writeTokens(t, path, a, b)
 	if err := toks.Reload(); err != nil {
 		t.Fatal(err)
@@ -154,5 +162,41 @@ func TestCredentialRevokedWhenItsEntryLeaves(t *testing.T) {
 	}
 	if (Identity{}).revoked() {
 		t.Fatal("an identity without a dev token is revoked")
+	}
+}
+
+// An entry 'custos token new' or 'custos token revoke' writes back unchanged
+// keeps its credential current, however the file was written: they
+// re-encode every entry (encoding/json escapes <, > and & in a principal as
+// \u003c, \u003e, \u0026), and a principal written by hand with a literal
+// '&' read as edited, so a subscription made with an untouched token lost
+// its notifications when another token was revoked.
+func TestCredentialKeptWhenTheCommandsRewriteItsEntry(t *testing.T) {
+	a, b := strings.Repeat("a", 43), strings.Repeat("b", 43)
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	principal := strings.Replace(reloadPrincipal, `"tenant":"t"`, `"tenant":"st-mary&st-john"`, 1)
+	hand := `{"tokens":[{"token_sha256":"` + HashToken(a) + `","principal":` + principal + `}]}`
+	if err := durable.WriteFile(path, []byte(hand), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	toks, id := loadCredential(t, path, a)
+	// What 'custos token new' does to the file: decode, add, re-encode.
+	var tf TokenFile
+	if err := json.Unmarshal([]byte(hand), &tf); err != nil {
+		t.Fatal(err)
+	}
+	tf.Tokens = append(tf.Tokens, TokenEntry{TokenSHA256: HashToken(b), Principal: json.RawMessage(reloadPrincipal)})
+	data, err := json.MarshalIndent(tf, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := durable.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := toks.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if id.revoked() {
+		t.Fatalf("a's credential revoked by a rewrite that left its entry as it was:\n%s", data)
 	}
 }

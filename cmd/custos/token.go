@@ -108,7 +108,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			if err := durable.WriteFile(tokens, append(data, '\n'), mode); err != nil {
+			if err := durable.WriteFile(tokenFileTarget(tokens), append(data, '\n'), mode); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), tok)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -138,7 +139,8 @@ func newTokenRevokeCmd() *cobra.Command {
 		Use:   "revoke --tokens FILE (--id ID... | --sub SUB | --expired | --token-stdin) [--dry-run] [--json]",
 		Short: "Remove tokens from a token file; a serving custos refuses them within a second",
 		Long: `revoke removes the selected entries from a token file, writing it anew in one
-step (a new file renamed over the old; its mode, owner and group kept). A
+step (a new file renamed over the old; its mode, owner and group kept;
+through a symbolic link, over the file the link names, the link kept). A
 serving custos reloads the file within a second (at once on SIGHUP): from
 then on the revoked tokens are refused as unknown ones (401), and a
 subscription made with one gets no further notification (its notify record
@@ -234,7 +236,7 @@ Examples:
 				if err != nil {
 					return err
 				}
-				if err := durable.WriteFile(tokens, append(data, '\n'), mode); err != nil {
+				if err := durable.WriteFile(tokenFileTarget(tokens), append(data, '\n'), mode); err != nil {
 					return err
 				}
 			}
@@ -269,6 +271,19 @@ Examples:
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	markRequired(cmd, "tokens")
 	return cmd
+}
+
+// tokenFileTarget is the file path names, through any symbolic links (path
+// itself when it names none, or nothing yet). 'custos token new' and
+// 'revoke' write the new file there, so that a serve reading it by either
+// name sees the change and the link stays; renamed over the link, the new
+// file left the linked one, and a serve reading that, holding a token
+// 'revoke' said it had revoked.
+func tokenFileTarget(path string) string {
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		return p
+	}
+	return path
 }
 
 // revokeSelection names the selectors given, for an error.

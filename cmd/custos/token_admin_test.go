@@ -154,3 +154,34 @@ func TestTokenRevoke(t *testing.T) {
 	}
 	unchanged("revoking the last token")
 }
+
+// A token file reached through a symbolic link (a served path that links
+// to the managed file) is revoked where it is: the file the link names
+// changes and the link stays. Until h-review59 the new file was renamed
+// over the link, so a serve reading the file by its own name (the link's
+// target) kept accepting the token 'revoke' said it had revoked.
+func TestTokenRevokeThroughASymlinkChangesTheFileItNames(t *testing.T) {
+	target := tokenFileOf(t,
+		[3]string{hexOf("a"), "dr-keep", ""},
+		[3]string{hexOf("b"), "dr-leaked", ""})
+	link := filepath.Join(t.TempDir(), "tokens.json")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runCustos("token", "revoke", "--tokens", link, "--sub", "dr-leaked"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v %v", fi, err)
+	}
+	data, err := os.ReadFile(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), hexOf("b")) || !strings.Contains(string(data), hexOf("a")) {
+		t.Fatalf("the file the link names still holds the revoked token, or lost the kept one:\n%s", data)
+	}
+	if fi, err := os.Stat(target); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("the file's mode: %v %v", fi, err)
+	}
+}
