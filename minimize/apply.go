@@ -241,6 +241,9 @@ func walk(node any, segs []string, f leaf) any {
 		}
 		if nv, del := f(child); del {
 			delete(n, seg)
+			// A primitive's "_seg" companion (its id and extensions, R4
+			// JSON) goes with it: a value removed leaves nothing of it.
+			delete(n, "_"+seg)
 		} else {
 			n[seg] = nv
 		}

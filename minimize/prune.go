@@ -23,9 +23,10 @@ import (
 //     without a value or extensions: ext-1);
 //   - a local reference that names no contained resource of its resource
 //     goes ("#" alone names the resource itself and stays);
-//   - a "_name" companion goes when it holds nothing or its value is gone
-//     (it holds an id and extensions of a value the view withholds; a
-//     required one is then marked, below); one of a repeating element
+//   - a "_name" companion goes when it holds nothing (a removal takes a
+//     value's companion with it, walk; one left without its value is
+//     the source's: R4 lets a primitive hold extensions alone, a
+//     data-absent-reason on _birthDate, and it stays); one of a repeating element
 //     that is no longer as long as its values goes (it cannot be aligned
 //     again), and a null value with no companion entry goes;
 //   - a required element (minimum cardinality 1) missing from an object
@@ -230,7 +231,12 @@ func pruneCompanion(m map[string]any, k, base string, v any, ids map[string]bool
 	val, hasVal := m[base]
 	switch c := v.(type) {
 	case map[string]any:
-		if !hasVal || !pruneObject(c, "Element", companionDefs, ids) {
+		// A companion that still holds something stands alone: R4 lets a
+		// primitive carry extensions without a value (a source's
+		// data-absent-reason on _birthDate). A removal takes the
+		// companion with its value (walk), so one left without its value
+		// is the source's.
+		if !pruneObject(c, "Element", companionDefs, ids) {
 			delete(m, k)
 		}
 	case []any:

@@ -272,3 +272,40 @@ func redacted(t testing.TB, s string) string {
 	}
 	return string(b)
 }
+
+// A primitive's companion goes with its value when an obligation removes
+// the value (a birth time in _birthDate's extension is the birth date's
+// own), and stays when the source wrote it without a value (R4 lets a
+// primitive carry only extensions: a data-absent-reason "unknown"). Found
+// by h-review59: prune dropped the source's _birthDate under any removal
+// ("remove /text"), and a removal of /birthDate left _birthDate behind
+// for prune to guess at.
+func TestViewKeepsACompanionItsSourceWroteAlone(t *testing.T) {
+	const unknown = `{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"unknown"}]}`
+	const birthTime = `{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/patient-birthTime","valueDateTime":"1931-03-14T08:30:00Z"}]}`
+	for _, c := range []struct {
+		name, in, path string
+		want, gone     string
+	}{
+		{"kept alone", `{"resourceType":"Patient","gender":"female","_birthDate":` + unknown + `,"text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\">x</div>"}}`,
+			"/text", `"_birthDate":` + unknown, ""},
+		{"removed with its value", `{"resourceType":"Patient","gender":"female","birthDate":"1931-03-14","_birthDate":` + birthTime + `}`,
+			"/birthDate", "", "1931"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := JSON([]byte(c.in), []Obligation{{Op: OpRemove, Path: c.path}}, Options{Now: refNow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.want != "" && !strings.Contains(string(got), c.want) {
+				t.Errorf("lost %s: %s", c.want, got)
+			}
+			if c.gone != "" && strings.Contains(string(got), c.gone) {
+				t.Errorf("kept %s: %s", c.gone, got)
+			}
+			if ps := fhirr4.Check(decodeNumber(t, got)); len(ps) > 0 {
+				t.Errorf("the view is not valid R4: %v", ps)
+			}
+		})
+	}
+}
