@@ -117,6 +117,14 @@ func containedIDs(m map[string]any) map[string]bool {
 	return ids
 }
 
+// ViewVersion numbers what this package makes of a document: within one
+// ViewVersion the same document under the same obligations gives the same
+// view, byte for byte. It is bumped whenever a view changes (2: h-views,
+// 2026-12-07, the prune and the REDACTED label). A minimized view's entity
+// tag hashes it (server), so a client's cached view is not taken for the
+// one this version makes.
+const ViewVersion = 2
+
 // companionDefs are the elements of a primitive's "_name" companion (R4
 // Element).
 var companionDefs = map[string]fhirr4.Element{

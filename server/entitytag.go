@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/custos-mcp/custos/minimize"
 	"github.com/custos-mcp/custos/policy"
 	"github.com/custos-mcp/custos/store"
 )
@@ -44,6 +46,16 @@ const (
 // "sha256:<hex>@v<N>".
 func digestRef(r store.Resource) string { return fmt.Sprintf("%s@v%d", r.Digest, r.Version) }
 
+// The domains of minimized entity tags name minimize.ViewVersion (<V>
+// above: "custos/etag/v2"): a view that minimize makes differently from the
+// same stored version under the same obligations gets another tag (until
+// 2026-12-07 "custos/etag/v1", the tags of the views before h-views' prune
+// and REDACTED label).
+var (
+	etagDomain         = "custos/etag/v" + strconv.Itoa(minimize.ViewVersion)
+	researchEtagDomain = "custos/etag/research/v" + strconv.Itoa(minimize.ViewVersion)
+)
+
 // entityTag is the entity tag of r as released under d's obligations.
 //
 // Unminimized: digestRef(r), "sha256:<hex>@v<N>", a strong tag that is also
@@ -51,7 +63,7 @@ func digestRef(r store.Resource) string { return fmt.Sprintf("%s@v%d", r.Digest,
 // reveal the stored digest (a guess of the unminimized content could be
 // confirmed by hashing it):
 //
-//	"m1:" || letterHex( HMAC-SHA256(key, "custos/etag/v1" 0x00 digestRef(r) 0x00 obligations)[:16] )
+//	"m1:" || letterHex( HMAC-SHA256(key, "custos/etag/v<V>" 0x00 digestRef(r) 0x00 obligations)[:16] )
 //
 // with the obligations' compact forms sorted and joined by 0x00, and key
 // the entity-tag key (entityTagKey of the newest cursor key). Equal m1 tags
@@ -64,13 +76,13 @@ func entityTag(r store.Resource, d policy.Decision, key []byte) string {
 	if len(key) == 0 {
 		return ""
 	}
-	return minimizedTag(key, "custos/etag/v1\x00"+digestRef(r), d)
+	return minimizedTag(key, etagDomain+"\x00"+digestRef(r), d)
 }
 
 // researchEntityTag is the entity tag of r released to a research caller
 // under the URI shown (its research alias):
 //
-//	"m1:" || letterHex( HMAC-SHA256(key, "custos/etag/research/v1" 0x00 shown 0x00 digestRef(r) 0x00 obligations)[:16] )
+//	"m1:" || letterHex( HMAC-SHA256(key, "custos/etag/research/v<V>" 0x00 shown 0x00 digestRef(r) 0x00 obligations)[:16] )
 //
 // It differs from the tag any other caller gets for the same stored
 // version and obligations (entityTag), so a tag cannot link an alias to
@@ -79,7 +91,7 @@ func researchEntityTag(r store.Resource, d policy.Decision, key []byte, shown st
 	if len(key) == 0 {
 		return ""
 	}
-	return minimizedTag(key, "custos/etag/research/v1\x00"+shown+"\x00"+digestRef(r), d)
+	return minimizedTag(key, researchEtagDomain+"\x00"+shown+"\x00"+digestRef(r), d)
 }
 
 // minimizedTag is "m1:" || letterHex(HMAC-SHA256(key, prefix 0x00
