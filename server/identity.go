@@ -188,9 +188,10 @@ type tokenSource struct {
 	log  *slog.Logger
 	next atomic.Int64 // unix nanoseconds from which the next check is due
 
-	mu      sync.Mutex // one check at a time
-	stat    os.FileInfo
-	failing bool // the last check could not load the file
+	mu       sync.Mutex // one check at a time
+	stat     os.FileInfo
+	failing  bool        // the last check could not load the file
+	failStat os.FileInfo // the file as it was when that was logged (nil: no file)
 }
 
 // tokenCheckInterval is how often a served token file is checked for a
@@ -350,9 +351,10 @@ func (t *Tokens) reload(force bool) error {
 	src.mu.Lock()
 	defer src.mu.Unlock()
 	fi, err := os.Stat(src.path)
-	if err == nil && os.SameFile(fi, src.stat) && fi.ModTime().Equal(src.stat.ModTime()) && fi.Size() == src.stat.Size() && !(force && src.failing) {
+	if err == nil && sameStat(fi, src.stat) && !(force && src.failing) {
 		return nil // unchanged
 	}
+	now := fi
 	prev := t.cur.Load()
 	var set *tokenSet
 	if err == nil {
@@ -361,12 +363,12 @@ func (t *Tokens) reload(force bool) error {
 		err = fmt.Errorf("%w: token file: %v", ErrBadConfig, err)
 	}
 	if err != nil {
-		if !src.failing || force {
-			// The error names the file and the entry's index, never a
-			// digest or a principal.
+		if !src.failing || force || !sameStat(now, src.failStat) {
+			// Once per change of the broken file. The error names the
+			// file and the entry's index, never a digest or a principal.
 			src.log.Error("token file changed but does not load; the tokens loaded before stay in force until it does", "file", src.path, "err", err)
 		}
-		src.failing = true
+		src.failing, src.failStat = true, now
 		return err
 	}
 	added, removed := 0, 0
@@ -386,6 +388,15 @@ func (t *Tokens) reload(force bool) error {
 		src.log.Info("token file reloaded", "file", src.path, "tokens", len(set.byHash), "added_or_changed", added, "removed_or_changed", removed)
 	}
 	return nil
+}
+
+// sameStat reports whether a and b (nil: no file) describe the same file
+// unchanged: the same inode, modification time and size.
+func sameStat(a, b os.FileInfo) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return os.SameFile(a, b) && a.ModTime().Equal(b.ModTime()) && a.Size() == b.Size()
 }
 
 // holds reports whether e is still an entry of the current set, unchanged:

@@ -105,6 +105,17 @@ func TestBrokenTokenFileKeepsTheTokensInForce(t *testing.T) {
 	if n := strings.Count(logs.String(), "level=ERROR"); n != 1 {
 		t.Fatalf("%d error lines, want 1:\n%s", n, logs.String())
 	}
+	// Broken another way: said again, once.
+	if err := os.WriteFile(path, []byte(`{"tokens":[`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		toks.src.next.Store(0)
+		verifies(t, toks, a)
+	}
+	if n := strings.Count(logs.String(), "level=ERROR"); n != 2 {
+		t.Fatalf("%d error lines after a second breakage, want 2:\n%s", n, logs.String())
+	}
 	if strings.Contains(logs.String(), HashToken(a)) || strings.Contains(logs.String(), "p1") {
 		t.Fatalf("log names a digest or a patient: %s", logs.String())
 	}
