@@ -11,13 +11,6 @@ import (
 	"github.com/custos-mcp/custos/store"
 )
 
-// runCLI runs custos with args, returning the exit code, stdout and stderr.
-func runCLI(args ...string) (int, string, string) {
-	var out, errb bytes.Buffer
-	code := run(args, &out, &errb)
-	return code, out.String(), errb.String()
-}
-
 // The CLI side of an upgrade past a label rule, on the catalog custos
 // 4fe62b8 wrote from a patient's home Location
 // (store/testdata/catalog-before-label-rules: the home unlabelled, no
@@ -48,7 +41,7 @@ func TestStoreRelabelCommand(t *testing.T) {
 	}
 	cat := filepath.Join(data, "catalog.db")
 
-	code, _, stderr := runCLI("serve", "--dev", "--data-dir", data, "--stdio", "--principal-file", principal)
+	code, _, stderr := runCustos("serve", "--dev", "--data-dir", data, "--stdio", "--principal-file", principal)
 	if code != 1 || !strings.Contains(stderr, "predate every label rules version") || !strings.Contains(stderr, "'custos store relabel --data-dir "+data+"'") {
 		t.Fatalf("serve on the old catalog: exit %d, want 1 naming why and custos store relabel:\n%s", code, stderr)
 	}
@@ -66,7 +59,7 @@ func TestStoreRelabelCommand(t *testing.T) {
 	before := sum()
 	report := func(args ...string) store.RelabelReport {
 		t.Helper()
-		code, stdout, stderr := runCLI(append([]string{"store", "relabel", "--data-dir", data, "--json"}, args...)...)
+		code, stdout, stderr := runCustos(append([]string{"store", "relabel", "--data-dir", data, "--json"}, args...)...)
 		var rep store.RelabelReport
 		if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil {
 			t.Fatalf("store relabel %v: exit %d\nstdout: %s\nstderr: %s", args, code, stdout, stderr)
@@ -101,10 +94,10 @@ func TestStoreRelabelCommand(t *testing.T) {
 	if err != nil || len(rs) != 1 || strings.Join(rs[0].Labels.Sensitivity, ",") != "residence" {
 		t.Fatalf("after relabel: %+v %v, want the home labelled residence", rs, err)
 	}
-	if code, stdout, _ := runCLI("store", "relabel", "--data-dir", data); code != 0 || !strings.Contains(stdout, "relabelled 0") {
+	if code, stdout, _ := runCustos("store", "relabel", "--data-dir", data); code != 0 || !strings.Contains(stdout, "relabelled 0") {
 		t.Errorf("store relabel (text): exit %d: %s", code, stdout)
 	}
-	if code, _, stderr := runCLI("store", "relabel", "--data-dir", filepath.Join(dir, "none")); code != 1 || !strings.Contains(stderr, "catalog not found") {
+	if code, _, stderr := runCustos("store", "relabel", "--data-dir", filepath.Join(dir, "none")); code != 1 || !strings.Contains(stderr, "catalog not found") {
 		t.Errorf("store relabel of a missing catalog: exit %d: %s", code, stderr)
 	}
 }
