@@ -138,6 +138,8 @@ func FuzzJSON(f *testing.F) {
 func FuzzText(f *testing.F) {
 	f.Add(clinicalNote, "")
 	f.Add("SSN 123-45-6789 / 555-123-4567", "ssn,phone")
+	f.Add("電話 ０３－１２３４－５６７８ ＭＲＮ １２３４５６７ 第２病棟", "")
+	f.Add("ｔａｒｏ＠ｅｘａｍｐｌｅ．ｊｐ 555-123-4567", "email")
 	f.Fuzz(func(t *testing.T, text, fn string) {
 		obs := []Obligation{{Op: OpScrub, Fn: fn}}
 		out, err := Text([]byte(text), obs, Options{})

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+
+	"golang.org/x/text/width"
 )
 
 // scrubClasses is a set of identifier classes (bit mask).
@@ -782,6 +784,18 @@ func scrubIn(s string, classes scrubClasses, keepTokens bool) string {
 // scrubWith is scrubIn with patterns for scrubPatterns (a test's
 // reference: TestScrubPrefiltersAgree).
 func scrubWith(patterns []scrubPattern, s string, classes scrubClasses, keepTokens bool) string {
+	if strings.IndexByte(s, 0xEF) >= 0 && strings.ContainsAny(s, wideMarks) { // U+FF00-FFEF begin 0xEF in UTF-8
+		// Japanese, Chinese and Korean text writes numbers in full-width
+		// digits (電話 ０３－１２３４－５６７８), which no pattern reads: the
+		// patterns run on the text folded to its canonical width
+		// (golang.org/x/text/width), and the folded text is what comes out
+		// when they replaced something; otherwise the text as it was.
+		folded := width.Fold.String(s)
+		if out := scrubWith(patterns, folded, classes, keepTokens); out != folded {
+			return out
+		}
+		return s
+	}
 	if !strings.ContainsAny(s, "0123456789@") {
 		return s // nothing any pattern could match
 	}
@@ -793,6 +807,10 @@ func scrubWith(patterns []scrubPattern, s string, classes scrubClasses, keepToke
 		s = next
 	}
 }
+
+// wideMarks are the full-width digits and at sign (U+FF10-FF19, U+FF20):
+// a string with none of them is scrubbed as it is.
+const wideMarks = "０１２３４５６７８９＠"
 
 func scrubPass(patterns []scrubPattern, s string, classes scrubClasses, keepTokens bool) string {
 	for i := range patterns {

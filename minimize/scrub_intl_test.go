@@ -129,3 +129,28 @@ func TestScrubNationalIdentifiersNeedTheirCheck(t *testing.T) {
 		t.Errorf("scrub ssn = %q, %v; want %q", out, err, want)
 	}
 }
+
+// Full-width digits, as Japanese, Chinese and Korean text writes numbers,
+// are read after folding to their canonical width; a string without an
+// identifier comes out as it was, full width kept. Until 2026-12-07 every
+// pattern missed them (h-review59, h-outside4: 電話 ０３－１２３４－５６７８
+// came out whole in a biller's class name).
+func TestScrubFullWidthDigits(t *testing.T) {
+	for in, want := range map[string]string{
+		"電話 ０３－１２３４－５６７８":      "電話 [PHONE]",
+		"連絡先：０９０－１２３４－５６７８ まで": "連絡先:[PHONE] まで",
+		"ＭＲＮ １２３４５６７":          "[MRN]",
+		"ｍａｉｌ ｔａｒｏ＠ｅｘａｍｐｌｅ．ｊｐ": "mail [EMAIL]",
+		"生年月日 １９３１－０３－１４":      "生年月日 [DATE]",
+		"第２病棟 ３階":              "第２病棟 ３階",
+		"ＡＢＣ健康保険組合 ２０２４年度":     "ＡＢＣ健康保険組合 ２０２４年度",
+	} {
+		got := ScrubString(in)
+		if got != want {
+			t.Errorf("ScrubString(%q) = %q, want %q", in, got, want)
+		}
+		if again := ScrubString(got); again != got {
+			t.Errorf("ScrubString(%q) is no fixpoint: %q", got, again)
+		}
+	}
+}
