@@ -15,18 +15,13 @@ import (
 // ("the bytes are text/plain, not application/xml") and failed the whole
 // import until h-outside2.
 func TestReadOutside2Examples(t *testing.T) {
-	link := func(typ, id, patient string) string { return "attachment://demo/attachments/placeholder" }
 	types := map[string]int{}
 	var ccda string
-	err := fhirin.Read(context.Background(), "../minimize/testdata/outside2/fhir", fhirin.Options{Link: link}, func(it fhirin.Item) error {
+	for _, it := range readProbe(t, "outside2") {
 		types[it.Type]++
 		if it.Type == "Attachment" {
 			ccda = it.MIMEType
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if n := len(types); n != 20 || types["ExplanationOfBenefit"] != 4 || types["Device"] != 2 {
 		t.Errorf("read %v, want 20 types (the attachment one), 4 ExplanationOfBenefits, 2 Devices and an attachment", types)
@@ -34,4 +29,21 @@ func TestReadOutside2Examples(t *testing.T) {
 	if ccda != "application/xml" {
 		t.Errorf("the C-CDA attachment is listed as %q, want application/xml", ccda)
 	}
+}
+
+// readProbe reads an outside probe's fixtures (minimize/testdata/NAME/fhir)
+// as custos import does, failing the test on any refusal, and returns the
+// items read.
+func readProbe(t *testing.T, name string) []fhirin.Item {
+	t.Helper()
+	link := func(typ, id, patient string) string { return "attachment://demo/attachments/placeholder" }
+	var items []fhirin.Item
+	err := fhirin.Read(context.Background(), "../minimize/testdata/"+name+"/fhir", fhirin.Options{Link: link}, func(it fhirin.Item) error {
+		items = append(items, it)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return items
 }

@@ -1,11 +1,6 @@
 package fhirin_test
 
-import (
-	"context"
-	"testing"
-
-	"github.com/custos-mcp/custos/fhirin"
-)
+import "testing"
 
 // TestReadOutside3Examples reads the h-outside3 probe's valid outside R4
 // (minimize/testdata/outside3/fhir, README.md beside it: an IPS document
@@ -18,19 +13,14 @@ import (
 // Medplum's R4 validator (HL7's schema refuses only the null in _given,
 // which R4 json.html allows).
 func TestReadOutside3Examples(t *testing.T) {
-	link := func(typ, id, patient string) string { return "attachment://demo/attachments/placeholder" }
 	types := map[string]int{}
 	mimes := map[string]int{}
-	n := 0
-	err := fhirin.Read(context.Background(), "../minimize/testdata/outside3/fhir", fhirin.Options{Link: link}, func(it fhirin.Item) error {
+	items := readProbe(t, "outside3")
+	for _, it := range items {
 		types[it.Type]++
 		mimes[it.MIMEType]++
-		n++
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
+	n := len(items)
 	if n != 32 || types["Patient"] != 2 || types["FamilyMemberHistory"] != 2 || types["Composition"] != 1 || types["ExplanationOfBenefit"] != 1 {
 		t.Errorf("read %d items %v, want 32: 2 Patients, 2 FamilyMemberHistories, a Composition, an ExplanationOfBenefit", n, types)
 	}

@@ -1,11 +1,6 @@
 package fhirin_test
 
-import (
-	"context"
-	"testing"
-
-	"github.com/custos-mcp/custos/fhirin"
-)
+import "testing"
 
 // TestReadOutside4Examples reads the h-outside4 probe's national-profile
 // R4 (minimize/testdata/outside4/fhir, README.md beside it: UK Core, ISiK
@@ -17,19 +12,14 @@ import (
 // (internal/fhirr4 Check) and the rest of the read must take all of them,
 // as both reference validators (e2e/validators) do.
 func TestReadOutside4Examples(t *testing.T) {
-	link := func(typ, id, patient string) string { return "attachment://demo/attachments/placeholder" }
 	types := map[string]int{}
 	patients := map[string]bool{}
-	n := 0
-	err := fhirin.Read(context.Background(), "../minimize/testdata/outside4/fhir", fhirin.Options{Link: link}, func(it fhirin.Item) error {
+	items := readProbe(t, "outside4")
+	for _, it := range items {
 		types[it.Type]++
 		patients[it.Patient] = true
-		n++
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
+	n := len(items)
 	if n != 18 || types["Patient"] != 9 || types["Coverage"] != 3 || types["Encounter"] != 3 || types["Observation"] != 2 || types["Condition"] != 1 {
 		t.Errorf("read %d items %v, want 18: 9 Patients, 3 Coverages, 3 Encounters, 2 Observations, a Condition", n, types)
 	}
