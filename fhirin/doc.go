@@ -9,8 +9,11 @@
 // Detect tells the formats apart; Read takes any of them (docs/import.md,
 // "Formats"):
 //   - a FHIR Bulk Data export directory of <Type>[.NNN].ndjson[.gz] files
-//     (https://hl7.org/fhir/uv/bulkdata/export.html), and its $export
-//     manifest JSON (output[] and deleted[], files relative or file: URLs);
+//     (https://hl7.org/fhir/uv/bulkdata/export.html; its
+//     OperationOutcome[.NNN].ndjson[.gz] is the export's error file,
+//     checked as a manifest's error[] and not read as data), and its
+//     $export manifest JSON (output[] and deleted[], files relative or
+//     file: URLs; error[] and outcome[] checked);
 //   - Bundles of type collection, document, transaction, batch and
 //     searchset (a searchset's OperationOutcome outcome entries are not
 //     results: skipped, or an error when one reports an error), one or

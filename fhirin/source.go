@@ -177,7 +177,8 @@ func fileSource(path, name string) source {
 // dirSources lists a directory's files in name order: *.ndjson[.gz] and
 // *.json[.gz]. Hidden entries are skipped; anything else (a subdirectory,
 // another extension, an $export manifest) is an error rather than silently
-// left out of the import.
+// left out of the import. OperationOutcome[.NNN].ndjson[.gz] is the
+// export's error file, checked (dirOutcomes) and not read as data.
 func dirSources(dir string) ([]source, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -200,7 +201,15 @@ func dirSources(dir string) ([]source, error) {
 		if !regular || !(strings.HasSuffix(lower, ".ndjson") || strings.HasSuffix(lower, ".json")) {
 			return nil, newError(name, "", ErrFormat, "a directory may hold only *.ndjson[.gz] and *.json[.gz] files")
 		}
-		out = append(out, fileSource(filepath.Join(dir, name), name))
+		s := fileSource(filepath.Join(dir, name), name)
+		if s.ndjson && s.wantType == "OperationOutcome" {
+			// The export's error file (Bulk Data error[]), not data.
+			if err := dirOutcomes(s.path, name, s.gz); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		out = append(out, s)
 	}
 	if len(out) == 0 {
 		return nil, newError(filepath.Base(dir), "", ErrFormat, "no *.ndjson or *.json file in the directory")
@@ -351,20 +360,73 @@ func exportOutcomes(name, dir, at, url string) error {
 	if err != nil {
 		return newError(name, at+".url", ErrManifest, "cannot read the export's outcome file: %v", err)
 	}
-	for n, line := range bytes.Split(b, []byte{'\n'}) {
-		line = bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(line), []byte("\xef\xbb\xbf")))
-		if len(line) == 0 {
+	switch line, failed, code := scanOutcomes(b); {
+	case line > 0:
+		return newError(name, at+".url", ErrManifest, "line %d of the export's outcome file is not an OperationOutcome", line)
+	case failed:
+		return newError(name, at, ErrManifest, "the export reported an error%s; import a complete export", issueCode(code))
+	}
+	return nil
+}
+
+// scanOutcomes reads b, an export's error or outcome file (NDJSON of
+// OperationOutcome): line is the 1-based number of the first line that is
+// no OperationOutcome (0 for none), failed whether an issue before it has
+// severity error or fatal, and code that issue's code ("" when it has
+// none). It never returns an issue's diagnostics, which may quote a
+// patient.
+func scanOutcomes(b []byte) (line int, failed bool, code string) {
+	for n, l := range bytes.Split(b, []byte{'\n'}) {
+		l = bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(l), []byte("\xef\xbb\xbf")))
+		if len(l) == 0 {
 			continue
 		}
-		isOO, code, failed := Outcome(line)
-		switch {
-		case !isOO:
-			return newError(name, at+".url", ErrManifest, "line %d of the export's outcome file is not an OperationOutcome", n+1)
-		case failed && code != "":
-			return newError(name, at, ErrManifest, "the export reported an error (issue code %s); import a complete export", code)
-		case failed:
-			return newError(name, at, ErrManifest, "the export reported an error; import a complete export")
+		isOO, c, f := Outcome(l)
+		if !isOO {
+			return n + 1, false, ""
 		}
+		if f {
+			return 0, true, c
+		}
+	}
+	return 0, false, ""
+}
+
+// issueCode is the words naming an issue code in an error, " (issue code
+// C)", or "" for none.
+func issueCode(code string) string {
+	if code == "" {
+		return ""
+	}
+	return " (issue code " + code + ")"
+}
+
+// dirOutcomes checks the export's error file that an export directory
+// holds (OperationOutcome[.NNN].ndjson[.gz], name, at path) as
+// manifestSources checks the files of a manifest's error[]: an issue of
+// severity error or fatal, a line that is no OperationOutcome, or a file
+// that cannot be read is an error (ErrValue, as a searchset's outcome is),
+// naming the issue code, never the diagnostics. Its OperationOutcomes are
+// never imported: they are the export's report, not its data.
+func dirOutcomes(path, name string, gz bool) error {
+	b, err := readLimited(path, maxManifest)
+	if err == nil && gz {
+		var zr *gzip.Reader
+		if zr, err = gzip.NewReader(bytes.NewReader(b)); err == nil {
+			b, err = io.ReadAll(io.LimitReader(zr, maxManifest+1))
+			if err == nil && len(b) > maxManifest {
+				err = errors.New("file too large")
+			}
+		}
+	}
+	if err != nil {
+		return newError(name, "", ErrValue, "cannot read the export's error file: %v", err)
+	}
+	switch line, failed, code := scanOutcomes(b); {
+	case line > 0:
+		return newError(name, "", ErrValue, "line %d of the export's error file is not an OperationOutcome", line)
+	case failed:
+		return newError(name, "", ErrValue, "the export reported an error%s in its error file; import a complete export", issueCode(code))
 	}
 	return nil
 }

@@ -50,30 +50,9 @@ var outside4Canaries = []string{
 // keep is checked.
 func TestOutside4Examples(t *testing.T) {
 	e := defaultEngine(t)
-	items := importedItems(t, "../minimize/testdata/outside4/fhir")
-	var in strings.Builder
-	var careTeam []string
-	for _, it := range items {
-		in.Write(it.Body)
-		if !slices.Contains(careTeam, it.Patient) {
-			careTeam = append(careTeam, it.Patient)
-		}
-	}
-	for _, c := range outside4Canaries {
-		if !strings.Contains(in.String(), c) {
-			t.Errorf("positive control: %q is in no resource read", c)
-		}
-	}
+	items, careTeam := probeItems(t, "outside4", outside4Canaries)
 	everything := []string{"condition", "coverage", "encounter", "observation", "patient"}
-	for _, v := range []struct {
-		name     string
-		p        policy.Principal
-		purpose  string
-		reads    []string // the types this persona reads of the fixtures
-		allowed  []string // canaries the view may show
-		kept     []string // what the view must keep
-		wholeAll bool     // every canary comes out (the care team's clinician)
-	}{
+	for _, v := range []probePersona{
 		{name: "clinician", p: policy.Principal{Roles: []string{"clinician"}, Patients: careTeam}, purpose: "TREAT",
 			reads: everything, wholeAll: true},
 		{name: "clinician-no-care", p: policy.Principal{Roles: []string{"clinician"}}, purpose: "TREAT"},
@@ -100,15 +79,7 @@ func TestOutside4Examples(t *testing.T) {
 				`"code":"de-CH"`, `"code":"271649006"`, `"code":"29463-7"`, `"code":"EHCPOL"`}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
-			v.p.Sub, v.p.ClientID = "probe-"+v.name, "outside4"
-			if v.p.Tenant == "" {
-				v.p.Tenant = synth.DefaultTenant
-			}
-			allowed := v.allowed
-			if v.wholeAll {
-				allowed = outside4Canaries
-			}
-			all := replayViews(t, e, v.name, policy.NewSubject(v.p), v.purpose, items, outside4Canaries, allowed, v.reads, v.kept)
+			_, all := replayPersona(t, e, "outside4", v, items, outside4Canaries)
 			for _, c := range outside4Canaries {
 				if v.wholeAll && !strings.Contains(all, c) {
 					t.Errorf("the %s's views lost %q", v.name, c)
@@ -116,6 +87,59 @@ func TestOutside4Examples(t *testing.T) {
 			}
 		})
 	}
+}
+
+// probeItems returns what custos import reads of the fixtures of the
+// outside probe name (minimize/testdata/NAME/fhir: importedItems) and the
+// patients they concern (a care team of them all), and fails the test for
+// any canary that none of them holds (a positive control).
+func probeItems(t *testing.T, name string, canaries []string) (items []fhirin.Item, careTeam []string) {
+	t.Helper()
+	items = importedItems(t, "../minimize/testdata/"+name+"/fhir")
+	var in strings.Builder
+	for _, it := range items {
+		in.Write(it.Body)
+		if it.Patient != "" && !slices.Contains(careTeam, it.Patient) {
+			careTeam = append(careTeam, it.Patient)
+		}
+	}
+	for _, c := range canaries {
+		if !strings.Contains(in.String(), c) {
+			t.Errorf("positive control: %q is in no resource read", c)
+		}
+	}
+	return items, careTeam
+}
+
+// probePersona is one principal an outside probe served and what its
+// views of the probe's FHIR resources must show.
+type probePersona struct {
+	name     string
+	p        policy.Principal
+	purpose  string
+	reads    []string // the types this persona reads of the fixtures
+	allowed  []string // canaries the view may show
+	kept     []string // what the view must keep
+	wholeAll bool     // every canary comes out (the care team's clinician)
+}
+
+// replayPersona replays the views of items (replayViews) for v as the
+// probe served it: its principal's sub is probe-NAME, its client the
+// probe, its tenant the default one unless v names another, and a
+// wholeAll persona may see every canary. It returns the subject and the
+// views, concatenated.
+func replayPersona(t *testing.T, e *policy.Engine, probe string, v probePersona, items []fhirin.Item, canaries []string) (*policy.Subject, string) {
+	t.Helper()
+	v.p.Sub, v.p.ClientID = "probe-"+v.name, probe
+	if v.p.Tenant == "" {
+		v.p.Tenant = synth.DefaultTenant
+	}
+	allowed := v.allowed
+	if v.wholeAll {
+		allowed = canaries
+	}
+	sub := policy.NewSubject(v.p)
+	return sub, replayViews(t, e, v.name, sub, v.purpose, items, canaries, allowed, v.reads, v.kept)
 }
 
 // importedItems returns what custos import reads of dir (fhirin.Read:

@@ -35,7 +35,9 @@ func newImportCmd() *cobra.Command {
 		Short: "Load standard FHIR R4 (Bulk export, Bundles, resources) or a custos manifest into the catalog, all or nothing",
 		Long: `import loads resources into D/catalog.db. PATH is one of:
 
-  - a FHIR Bulk Data export: a directory of <Type>[.NNN].ndjson[.gz] files,
+  - a FHIR Bulk Data export: a directory of <Type>[.NNN].ndjson[.gz] files
+    (its OperationOutcome.ndjson is the export's error file: an error or
+    fatal issue there refuses the import, as in a manifest's error files),
     or its $export manifest JSON (output and deleted entries);
   - FHIR Bundles (collection, document, transaction, batch, searchset): a
     file holding one or many, or a directory of them; urn:uuid references

@@ -1,0 +1,84 @@
+package fhirin
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestExportDirectoryErrorFile reads a Bulk Data export directory that
+// holds the export's error file, OperationOutcome.ndjson, as a download of
+// every file of an $export manifest does (h-outside5: HAPI's, Google
+// Cloud Healthcare's and the Bulk Data reference server's exports write
+// one). The file is read as the manifest's error[] files are: an issue of
+// severity error or fatal refuses the import, naming the issue code and
+// never the diagnostics; warnings and information do not; its
+// OperationOutcomes are never imported as resources. Before, an
+// OperationOutcome without an id (valid R4, as error files write them)
+// refused the import as "missing or invalid id", and one with an id was
+// imported as a tenant-level resource, diagnostics and all, while the
+// export it reported incomplete imported as if complete.
+func TestExportDirectoryErrorFile(t *testing.T) {
+	patient := `{"resourceType":"Patient","id":"p1","gender":"female"}` + "\n"
+	for _, tc := range []struct {
+		name, file, outcome string
+		wantErr             string // "" reads the Patient alone
+	}{
+		{name: "warning, no id", file: "OperationOutcome.ndjson",
+			outcome: `{"resourceType":"OperationOutcome","issue":[{"severity":"warning","code":"informational","diagnostics":"Evander Delacorte-Winslow MRN 61840275 exported without his notes"}]}`},
+		{name: "information with an id", file: "OperationOutcome.001.ndjson",
+			outcome: `{"resourceType":"OperationOutcome","id":"oo1","issue":[{"severity":"information","code":"informational","diagnostics":"MRN 61840275"}]}`},
+		{name: "error, no id", file: "OperationOutcome.ndjson",
+			outcome: `{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"processing","diagnostics":"Could not export Observation of MRN 61840275"}]}`,
+			wantErr: "issue code processing"},
+		{name: "fatal with an id, gzip", file: "OperationOutcome.ndjson.gz",
+			outcome: `{"resourceType":"OperationOutcome","id":"oo2","issue":[{"severity":"warning","code":"informational"}]}` + "\n" +
+				`{"resourceType":"OperationOutcome","id":"oo3","issue":[{"severity":"fatal","code":"exception","diagnostics":"MRN 61840275"}]}`,
+			wantErr: "issue code exception"},
+		{name: "not an OperationOutcome", file: "OperationOutcome.ndjson",
+			outcome: `{"resourceType":"Patient","id":"p2"}`, wantErr: "line 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "Patient.ndjson"), []byte(patient), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			body := []byte(tc.outcome + "\n")
+			if strings.HasSuffix(tc.file, ".gz") {
+				var b bytes.Buffer
+				zw := gzip.NewWriter(&b)
+				zw.Write(body)
+				zw.Close()
+				body = b.Bytes()
+			}
+			if err := os.WriteFile(filepath.Join(dir, tc.file), body, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			items, err := readAll(t, dir)
+			if tc.wantErr != "" {
+				var fe *Error
+				if !errors.As(err, &fe) || !errors.Is(err, ErrValue) || fe.Where != tc.file || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Read: %v, want ErrValue in %s saying %q", err, tc.file, tc.wantErr)
+				}
+				if strings.Contains(err.Error(), "61840275") {
+					t.Errorf("the error quotes the diagnostics: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Read: %v", err)
+			}
+			if len(items) != 1 || items[0].Type != "Patient" {
+				var got []string
+				for _, it := range items {
+					got = append(got, it.Type+"/"+it.ID)
+				}
+				t.Errorf("read %v, want the Patient alone", got)
+			}
+		})
+	}
+}
