@@ -9,8 +9,11 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/custos-mcp/custos/internal/fhirr4"
 )
 
 // Batch agreement. A list page is decided by the policy's decisions rule
@@ -39,9 +42,16 @@ type agreementPage struct {
 // (FHIR types, the document families, reference data, an unknown type) of
 // the patient in the care team and of one outside it, unlabelled, labelled
 // hiv or restricted, opted out, and under a break-the-glass grant. It is
-// small on purpose (~800 items, a few hundred milliseconds at every load):
+// small on purpose (a few thousand items, under a second at every load):
 // it catches a rule added to one entry point and not the other, not every
 // divergence a policy could hide.
+//
+// Its types were fixed too, so a rule deciding by a type the grid did not
+// hold (a biller's claim, explanationofbenefit; a type a policy author
+// adds) decided unseen; so each page also holds, for each resource type
+// the policy names (extraTypes, policyTypes), an unlabelled item of it in
+// the compartment of the patient in the care team and one at the tenant's
+// level.
 //
 // Its URIs are synthetic, so a rule deciding by the URI itself (a VIP's
 // compartment held back by decision and not by decisions) decided every
@@ -57,7 +67,7 @@ type agreementPage struct {
 // policyRoles) that the cast does not hold is cast too (at most
 // maxGridRoles), alone, with the patient in its care team, under every
 // purpose of use custos knows.
-func agreementGrid(strs, roles []string) []agreementPage {
+func agreementGrid(strs, roles, extraTypes []string) []agreementPage {
 	const (
 		tenant = "agreement-tenant"
 		inTeam = "00000000-0000-4000-8000-00000000a001"
@@ -99,7 +109,7 @@ func agreementGrid(strs, roles []string) []agreementPage {
 			purposes []string
 		}{who(fmt.Sprintf("agreement-role-%d", i), []string{role}, tenant, inTeam), gridPurposes})
 	}
-	types := []string{"patient", "observation", "encounter", "coverage", "note", "report", "attachment"}
+	types := gridTypes
 	labels := []struct{ sensitivity, consent []string }{
 		{[]string{}, []string{}},
 		{[]string{"hiv"}, []string{}},
@@ -125,6 +135,13 @@ func agreementGrid(strs, roles []string) []agreementPage {
 		}
 		items = append(items, Item{Resource: res(typ, other, []string{}, []string{}),
 			BreakGlass: &BreakGlass{Grant: "00000000-0000-4000-8000-00000000b001", Patient: other}})
+	}
+	// A type the policy names: in the compartment of the patient in the
+	// care team, and at the tenant's level (reference data).
+	for _, typ := range extraTypes {
+		for _, p := range []string{inTeam, ""} {
+			items = append(items, Item{Resource: res(typ, p, []string{}, []string{})})
+		}
 	}
 	for _, typ := range []string{"organization", "practitioner", "location", "group", "no-such-type"} {
 		items = append(items, Item{Resource: res(typ, "", []string{}, []string{})})
@@ -161,7 +178,7 @@ func batchAgrees(ctx context.Context, u *Engine) error {
 	}
 	var first string
 	differ, total := 0, 0
-	for _, p := range agreementGrid(policyStrings(u.policies), policyRoles(u.policies)) {
+	for _, p := range policyGrid(u.policies) {
 		batch, berr := u.DecideBatch(ctx, p.in, p.items)
 		if errors.Is(berr, context.DeadlineExceeded) && ctx.Err() == nil {
 			// Not a disagreement: the list rule is too slow to serve a
@@ -206,9 +223,15 @@ func batchAgrees(ctx context.Context, u *Engine) error {
 // agreement grid (~100 µs each, both ways, on every page).
 const maxGridStrings = 512
 
-// policyStrings returns the distinct string constants of the policy files
-// (shortest first, at most maxGridStrings), for agreementGrid. A file that
-// does not parse gives none (its load fails on its own).
+// policyGrid is the agreement grid for the policy files.
+func policyGrid(files []regoFile) []agreementPage {
+	strs := policyStrings(files)
+	return agreementGrid(strs[:min(len(strs), maxGridStrings)], policyRoles(files), policyTypes(strs))
+}
+
+// policyStrings returns the distinct string constants of the policy files,
+// shortest first; agreementGrid takes at most maxGridStrings of them as
+// URIs. A file that does not parse gives none (its load fails on its own).
 func policyStrings(files []regoFile) []string {
 	seen := map[string]bool{}
 	for _, f := range files {
@@ -225,7 +248,40 @@ func policyStrings(files []regoFile) []string {
 	}
 	strs := slices.Collect(maps.Keys(seen))
 	slices.SortFunc(strs, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) })
-	return strs[:min(len(strs), maxGridStrings)]
+	return strs
+}
+
+// gridTypes are the resource types every page of the agreement grid holds:
+// the types the default roles differ on and custos's document families.
+var gridTypes = []string{"patient", "observation", "encounter", "coverage", "note", "report", "image", "attachment"}
+
+// maxGridTypes bounds the types policyTypes adds to the grid (each two
+// items on every page): more than R4's 146 resource types and custos's
+// document families, so that every type a policy names is held.
+const maxGridTypes = 160
+
+// resourceTypes are the values input.resource.type takes: every R4
+// resource type, lowercased (store's URIs), and custos's document families.
+var resourceTypes = sync.OnceValue(func() map[string]bool {
+	m := map[string]bool{"note": true, "report": true, "image": true, "attachment": true}
+	for t := range fhirr4.Resources {
+		m[strings.ToLower(t)] = true
+	}
+	return m
+})
+
+// policyTypes returns the resource types among the policy's string
+// constants strs that gridTypes does not hold (at most maxGridTypes, in
+// strs' order): a type the policy compares input.resource.type with, or
+// lists in a set of types, is a string constant of it.
+func policyTypes(strs []string) []string {
+	var out []string
+	for _, s := range strs {
+		if len(out) < maxGridTypes && resourceTypes()[s] && !slices.Contains(gridTypes, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // gridPurposes are the purposes of use a role the policy adds is cast
@@ -511,7 +567,7 @@ func CheckBatch(ctx context.Context, e *Engine) error {
 func CheckGrid(ctx context.Context, e *Engine) error {
 	var first string
 	failed, total := 0, 0
-	for _, p := range agreementGrid(policyStrings(e.policies), policyRoles(e.policies)) {
+	for _, p := range policyGrid(e.policies) {
 		for _, it := range p.items {
 			if err := ctx.Err(); err != nil {
 				return err

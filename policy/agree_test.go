@@ -395,3 +395,49 @@ d(item) := {"allow": false, "reasons": ["home"], "obligations": []} if "residenc
 else := {"allow": true, "reasons": [], "obligations": []}`,
 	})
 }
+
+// TestTypeDisagreementIsRefusedAtLoad: the grid's items had the types the
+// roles differed on when it was written (coverage the only billing one),
+// so a policy whose list and read rules differed on a type it names and
+// the grid did not hold (claim, explanationofbenefit: h-biller4's types,
+// or a type a policy author adds) loaded: its lists would show claims its
+// reads refuse. The grid now also holds an item of each R4 type the
+// policy names.
+func TestTypeDisagreementIsRefusedAtLoad(t *testing.T) {
+	refusedAtLoad(t, map[string]string{
+		"the read denies claims, the list allows": `decision := {"allow": false, "reasons": ["claims"], "obligations": []} if input.resource.type == "claim"
+else := {"allow": true, "reasons": [], "obligations": []}
+
+decisions := [{"allow": true, "reasons": [], "obligations": []} | some _ in input.items]`,
+		"the list denies invoices, the read allows": `decision := {"allow": true, "reasons": [], "obligations": []}
+
+decisions := [d(item) | some item in input.items]
+
+d(item) := {"allow": false, "reasons": ["invoices"], "obligations": []} if item.resource.type in {"invoice"}
+else := {"allow": true, "reasons": [], "obligations": []}`,
+	})
+	// The default policy with a hold on a biller's EOBs added to decision
+	// only.
+	files := defaultPolicyFiles(t)
+	const rule = `decision := resource_decision if input.action in {"list", "read"}`
+	p := files["custos/authz.rego"]
+	if !strings.Contains(p, rule) {
+		t.Fatalf("the default policy no longer has %q", rule)
+	}
+	p = strings.Replace(p, rule, `decision := resource_decision if {
+	input.action in {"list", "read"}
+	input.resource.type != "explanationofbenefit"
+}
+
+decision := {"allow": false, "reasons": ["eob_hold"], "obligations": []} if {
+	input.action in {"list", "read"}
+	input.resource.type == "explanationofbenefit"
+}`, 1)
+	e, err := Load(context.Background(), fstest.MapFS{"authz.rego": {Data: []byte(p)}}, Options{Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckBatch(context.Background(), e); !errors.Is(err, ErrBatchDisagrees) {
+		t.Fatalf("the default policy holding back EOBs in decision only: CheckBatch: %v, want ErrBatchDisagrees", err)
+	}
+}
