@@ -577,3 +577,62 @@ func TestRefusedSubscriptionLeavesNothingBehind(t *testing.T) {
 		t.Fatalf("notify records after refused subscriptions: %+v", notes)
 	}
 }
+
+// An import that changes which resources a caller may see changes its
+// list, and the caller hears notifications/resources/list_changed whether
+// the change added or removed a URI or only relabelled one: a resource it
+// may not read that becomes readable is announced as one created, and one
+// it could read that becomes hidden as one deleted. Only an add or a
+// remove was announced, so a caller told of a new resource without
+// list_changed knew it had existed, hidden, before (and one that vanished
+// from its list without it, that it still exists).
+func TestListChangedDoesNotTellHiddenFromMissing(t *testing.T) {
+	lf := newLiveFixture(t)
+	id := lf.identity("clinician")
+	base := lf.entry(id, "encounter")
+	hidden := base
+	hidden.URI = base.URI[:strings.LastIndex(base.URI, "/")+1] + "55555555-5555-4555-8555-555555555555"
+	hidden.Labels.Sensitivity = []string{"very-restricted"} // not for this clinician
+	missing := base
+	missing.URI = base.URI[:strings.LastIndex(base.URI, "/")+1] + "66666666-6666-4666-8666-666666666666"
+	files := map[string][]byte{hidden.URI: lf.newContent(base, 1), missing.URI: lf.newContent(base, 1)}
+	lf.reimport([]store.ManifestEntry{hidden}, files)
+
+	w := lf.connectAs(id, rev2025)
+	heard := func() bool {
+		w.sync(t)
+		select {
+		case <-w.listed:
+			for len(w.listed) > 0 {
+				<-w.listed
+			}
+			return true
+		case <-time.After(300 * time.Millisecond): // list_changed is debounced by the SDK (10 ms)
+			return false
+		}
+	}
+	readable := func(uri string) bool {
+		_, err := w.cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri})
+		return err == nil
+	}
+	if readable(hidden.URI) || readable(missing.URI) {
+		t.Fatal("the clinician may read the hidden or the missing resource before the imports")
+	}
+
+	hidden.Labels.Sensitivity = nil // the hidden resource becomes readable
+	lf.reimport([]store.ManifestEntry{hidden}, files)
+	relabelled := heard()
+	lf.reimport([]store.ManifestEntry{missing}, files) // the missing one is created
+	created := heard()
+	if !readable(hidden.URI) || !readable(missing.URI) {
+		t.Fatal("the clinician may not read both after the imports")
+	}
+	if relabelled != created {
+		t.Errorf("list_changed after a hidden resource became readable: %v; after a missing one was created: %v", relabelled, created)
+	}
+	hidden.Labels.Sensitivity = []string{"very-restricted"} // and hidden again: it leaves the list
+	lf.reimport([]store.ManifestEntry{hidden}, files)
+	if !heard() {
+		t.Error("no list_changed after a readable resource became hidden: a deleted one is announced")
+	}
+}
