@@ -133,6 +133,12 @@ func TestDeniedAndMissingAreAlikeOnTheWire(t *testing.T) {
 // postHeaders is post returning the raw body.
 func postHeaders(t *testing.T, url, tok string, hdr map[string]string, body string) (int, http.Header, []byte) {
 	t.Helper()
+	return postWith(t, http.DefaultClient, url, tok, hdr, body)
+}
+
+// postWith is postHeaders through client.
+func postWith(t *testing.T, client *http.Client, url, tok string, hdr map[string]string, body string) (int, http.Header, []byte) {
+	t.Helper()
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -140,7 +146,7 @@ func postHeaders(t *testing.T, url, tok string, hdr map[string]string, body stri
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

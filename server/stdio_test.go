@@ -28,6 +28,12 @@ type stdioSession struct {
 
 func startStdio(t *testing.T, f *fixture, maxLine int) *stdioSession {
 	t.Helper()
+	return startStdioAs(t, f, maxLine, f.identity("clinician"))
+}
+
+// startStdioAs is startStdio for the caller id.
+func startStdioAs(t *testing.T, f *fixture, maxLine int, id server.Identity) *stdioSession {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	serverIn, clientOut := io.Pipe()
 	clientIn, serverOut := io.Pipe()
@@ -41,7 +47,7 @@ func startStdio(t *testing.T, f *fixture, maxLine int) *stdioSession {
 		close(s.lines)
 	}()
 	go func() {
-		s.done <- f.srv.ServeStdio(ctx, &server.StdioTransport{In: serverIn, Out: serverOut, MaxLine: maxLine}, f.identity("clinician"))
+		s.done <- f.srv.ServeStdio(ctx, &server.StdioTransport{In: serverIn, Out: serverOut, MaxLine: maxLine}, id)
 		serverOut.Close()
 	}()
 	t.Cleanup(func() {

@@ -35,7 +35,7 @@ const (
 )
 
 // listChangedURI is a placeholder resource added to the go-sdk server's own
-// resource list each time the catalog's set of URIs changes: adding a
+// resource list each time the catalog changes: adding a
 // resource is the SDK's only exported way to emit
 // notifications/resources/list_changed (to legacy sessions and to
 // subscriptions/listen streams that opted in). The SDK's list is never
@@ -358,9 +358,10 @@ func (s *Server) onUnsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest)
 //     can be, and the subscription is dropped (the SDK's registry can only
 //     send to all of a URI's subscribers or remove one).
 //
-// When URIs were added or removed, notifications/resources/list_changed is
-// sent to every session that accepts it (it names no resource and is not
-// audited). CatalogChanged blocks until every notification is sent; it is
+// When anything changed (a URI added, removed or given a new version, whose
+// labels may add it to a caller's list or take it out),
+// notifications/resources/list_changed is sent to every session that
+// accepts it (it names no resource and is not audited). CatalogChanged blocks until every notification is sent; it is
 // safe to call from any goroutine and calls are serialized.
 func (s *Server) CatalogChanged(ctx context.Context, ch store.Change) {
 	s.subs.round.Lock()
@@ -393,7 +394,13 @@ func (s *Server) CatalogChanged(ctx context.Context, ch store.Change) {
 			}
 		}
 	}
-	if ch.ListChanged() {
+	// Any change, not only an added or removed URI: a new version may
+	// carry new labels, which add a resource to some caller's list or take
+	// one out of it, as an import that adds or removes the URI would. Sent
+	// for adds and removes only, its absence told a caller whose list
+	// gained or lost a resource that it had existed, hidden, all along, or
+	// still existed (TestListChangedDoesNotTellHiddenFromMissing).
+	if !ch.Empty() {
 		s.subs.mu.Lock()
 		servers := slices.Clone(s.subs.servers)
 		s.subs.mu.Unlock()
