@@ -128,6 +128,7 @@ billing_obligations.coverage := [
 	# free text its sender fills as it likes, scrubbed as a class's name.
 	{"op": "scrub", "path": "/network"},
 	{"op": "allow", "path": "", "fn": concat(",", billing_coverage_elements)},
+	billing_pseudonymize,
 ]
 
 billing_obligations.encounter := [
@@ -137,6 +138,7 @@ billing_obligations.encounter := [
 	{"op": "remove", "path": "/participant/*/individual/display"},
 	{"op": "scrub", "path": "/serviceProvider/display"},
 	{"op": "allow", "path": "", "fn": concat(",", billing_encounter_elements)},
+	billing_pseudonymize,
 ]
 
 # Claims and remittances (below, "Claims, remittances"): identifiers
@@ -148,6 +150,7 @@ billing_obligations.claim := array.concat(billing_claim_masks, [
 	{"op": "mask", "path": "/insurance/*/identifier/value", "fn": "last4"},
 	{"op": "mask", "path": "/insurance/*/preAuthRef/*", "fn": "last4"},
 	{"op": "allow", "path": "", "fn": concat(",", billing_claim_elements)},
+	billing_pseudonymize,
 ])
 
 billing_obligations.claimresponse := [
@@ -155,6 +158,7 @@ billing_obligations.claimresponse := [
 	{"op": "mask", "path": "/preAuthRef", "fn": "last4"},
 	{"op": "mask", "path": "/payment/identifier/value", "fn": "last4"},
 	{"op": "allow", "path": "", "fn": concat(",", billing_claimresponse_elements)},
+	billing_pseudonymize,
 ]
 
 billing_obligations.explanationofbenefit := array.concat(billing_claim_masks, [
@@ -162,7 +166,22 @@ billing_obligations.explanationofbenefit := array.concat(billing_claim_masks, [
 	{"op": "mask", "path": "/insurance/*/preAuthRef/*", "fn": "last4"},
 	{"op": "mask", "path": "/payment/identifier/value", "fn": "last4"},
 	{"op": "allow", "path": "", "fn": concat(",", billing_eob_elements)},
+	billing_pseudonymize,
 ])
+
+# Source ids (docs/policy.md, "billing, source ids"): a source makes its
+# ids as it likes, of national numbers too (gematik's VSDM 2 examples name
+# a Coverage VSDMCoverage-GKV-<KVNR> and its beneficiary
+# Patient/VSDMPatient-GKV-<KVNR>; the NHS serves a Patient under its NHS
+# number; Synthea's MRN is the Patient's id). Last in every billing set,
+# over what the allow-list kept: the resource's id and every literal
+# reference become the keyed ids of the resources' custos URIs
+# (docs/uris.md), which say nothing without the key and let a biller join
+# a Claim, its ClaimResponse and ExplanationOfBenefit and the Coverage by
+# the URIs it lists; a reference custos cannot key (an absolute URL, a
+# urn:uuid:, a conditional or local #x reference, a resource the tenant's
+# catalog does not hold) keeps only its type.
+billing_pseudonymize := {"op": "pseudonymize", "path": "", "fn": "keyedid"}
 
 # The masks a Claim and an ExplanationOfBenefit share.
 billing_claim_masks := [
@@ -217,8 +236,9 @@ billing_coverage_elements := [p |
 	some part in [
 		billing_meta,
 		[
-			"/modifierExtension", "/status",
-			"/policyHolder/type", "/subscriber/type", "/subscriberId", "/beneficiary/type",
+			"/id", "/modifierExtension", "/status",
+			"/policyHolder/reference", "/policyHolder/type", "/subscriber/reference", "/subscriber/type",
+			"/subscriberId", "/beneficiary/reference", "/beneficiary/type",
 			"/dependent", "/period",
 			"/payor/*/reference", "/payor/*/type",
 			"/class/*/modifierExtension", "/class/*/value", "/class/*/name",
@@ -254,13 +274,13 @@ billing_encounter_elements := [p |
 	some part in [
 		billing_meta,
 		[
-			"/modifierExtension", "/status",
+			"/id", "/modifierExtension", "/status",
 			"/statusHistory/*/modifierExtension", "/statusHistory/*/status", "/statusHistory/*/period",
 			"/classHistory/*/modifierExtension", "/classHistory/*/period",
-			"/subject/type",
+			"/subject/reference", "/subject/type",
 			"/episodeOfCare/*/reference", "/basedOn/*/reference",
 			"/participant/*/modifierExtension", "/participant/*/period",
-			"/participant/*/individual/type",
+			"/participant/*/individual/reference", "/participant/*/individual/type",
 			"/appointment/*/reference", "/period", "/length",
 			"/reasonReference/*/reference",
 			"/diagnosis/*/modifierExtension", "/diagnosis/*/condition/reference", "/diagnosis/*/rank",
@@ -389,16 +409,16 @@ billing_claim_header := [p |
 	some part in [
 		billing_meta,
 		billing_at("", [
-			"modifierExtension", "status", "use", "billablePeriod", "created",
+			"id", "modifierExtension", "status", "use", "billablePeriod", "created",
 			"identifier/*/use", "identifier/*/system", "identifier/*/value",
-			"patient/type",
+			"patient/reference", "patient/type",
 		]),
 		billing_codes("", ["identifier/*/type", "type", "subType", "priority", "fundsReserve"]),
 		billing_reference("/enterer"), billing_reference("/insurer"),
 		billing_reference("/provider"), billing_reference("/prescription"), billing_reference("/originalPrescription"),
 		billing_reference("/referral"), billing_reference("/facility"),
-		billing_at("/related/*", ["modifierExtension", "claim/type"]), billing_codes("/related/*", ["relationship"]),
-		billing_at("/payee", ["modifierExtension", "party/type"]), billing_codes("/payee", ["type"]),
+		billing_at("/related/*", ["modifierExtension", "claim/reference", "claim/type"]), billing_codes("/related/*", ["relationship"]),
+		billing_at("/payee", ["modifierExtension", "party/reference", "party/type"]), billing_codes("/payee", ["type"]),
 		billing_at("/careTeam/*", ["modifierExtension", "sequence", "responsible"]),
 		billing_reference("/careTeam/*/provider"), billing_codes("/careTeam/*", ["role", "qualification"]),
 		billing_at("/supportingInfo/*", [
@@ -430,7 +450,7 @@ billing_claim_elements := [p |
 		billing_claim_header,
 		billing_at("/insurance/*", [
 			"modifierExtension", "sequence", "focal", "identifier/system", "identifier/value",
-			"coverage/type", "preAuthRef", "claimResponse/type",
+			"coverage/reference", "coverage/type", "preAuthRef", "claimResponse/reference", "claimResponse/type",
 		]),
 		["/total"],
 		billing_item("/item/*"), billing_line("/item/*/detail/*"), billing_line("/item/*/detail/*/subDetail/*"),
@@ -448,10 +468,10 @@ billing_eob_elements := [p |
 		billing_claim_header,
 		billing_at("", [
 			"outcome", "preAuthRef", "preAuthRefPeriod", "precedence", "benefitPeriod",
-			"claim/type", "claimResponse/type",
+			"claim/reference", "claim/type", "claimResponse/reference", "claimResponse/type",
 		]),
 		billing_codes("", ["fundsReserveRequested", "formCode"]),
-		billing_at("/insurance/*", ["modifierExtension", "focal", "coverage/type", "preAuthRef"]),
+		billing_at("/insurance/*", ["modifierExtension", "focal", "coverage/reference", "coverage/type", "preAuthRef"]),
 		billing_item("/item/*"), billing_adjudications("/item/*"),
 		billing_line("/item/*/detail/*"), billing_adjudications("/item/*/detail/*"),
 		billing_line("/item/*/detail/*/subDetail/*"), billing_adjudications("/item/*/detail/*/subDetail/*"),
@@ -473,8 +493,9 @@ billing_claimresponse_elements := [p |
 	some part in [
 		billing_meta,
 		billing_at("", [
-			"modifierExtension", "status", "use", "created", "outcome", "preAuthRef", "preAuthPeriod",
-			"identifier/*/use", "identifier/*/system", "identifier/*/value", "request/type", "patient/type",
+			"id", "modifierExtension", "status", "use", "created", "outcome", "preAuthRef", "preAuthPeriod",
+			"identifier/*/use", "identifier/*/system", "identifier/*/value",
+			"request/reference", "request/type", "patient/reference", "patient/type",
 			"communicationRequest/*/reference",
 		]),
 		billing_codes("", ["identifier/*/type", "type", "subType", "payeeType", "fundsReserve", "formCode"]),
@@ -485,7 +506,10 @@ billing_claimresponse_elements := [p |
 		billing_adjudications("/item/*/detail/*/subDetail/*"),
 		billing_add_item("/addItem/*", "subdetailSequence"),
 		billing_remittance,
-		billing_at("/insurance/*", ["modifierExtension", "sequence", "focal", "coverage/type", "claimResponse/type"]),
+		billing_at("/insurance/*", [
+			"modifierExtension", "sequence", "focal",
+			"coverage/reference", "coverage/type", "claimResponse/reference", "claimResponse/type",
+		]),
 		billing_at("/error/*", ["modifierExtension", "itemSequence", "detailSequence", "subDetailSequence"]),
 		billing_codes("/error/*", ["code"]),
 	]
