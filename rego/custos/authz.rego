@@ -214,14 +214,14 @@ billing_concept(path) := billing_coding(concat("", [path, "/coding/*"]))
 # subscriber, a policy holder), a payor's too: a self-pay Coverage's payor
 # is the patient or a relative (R4: Reference(Organization | Patient |
 # RelatedPerson)), and an insurer is named by its Organization, reference
-# data a biller reads. Not the resource's id, nor the reference of the
-# policy holder, the subscriber and the beneficiary, only their type: a
+# data a biller reads. The resource's id and the references of the
+# policy holder, the subscriber, the beneficiary, a payor and a contract
+# are kept to be renamed by billing_pseudonymize (last in the set): a
 # source id may be a national number (gematik's VSDM 2 examples name a
 # Coverage VSDMCoverage-GKV-<KVNR> and its beneficiary
 # Patient/VSDMPatient-GKV-<KVNR>; the NHS serves a Patient under its NHS
-# number), and the custos URI names the resource and its patient by keyed
-# ids (docs/uris.md). A payor keeps its reference, the insurer's
-# Organization. A modifierExtension is kept wherever its element is: R4 forbids
+# number), and the keyed ids of the custos URIs (docs/uris.md) name the
+# same resources without it. A modifierExtension is kept wherever its element is: R4 forbids
 # processing an element as if its modifier were absent. Codes as
 # billing_concept keeps them (type, relationship, a class's and a cost's
 # type). A class's name is kept, scrubbed of identifier patterns (the
@@ -258,9 +258,9 @@ billing_coverage_elements := [p |
 # The Encounter elements a biller reads (FHIR R4 Encounter), references as
 # for Coverage (the service provider keeps its display, the facility's
 # name, scrubbed of identifier patterns as a Coverage class's name is);
-# as for Coverage, not the resource's id, nor the reference of the
-# subject, a participant's individual (a relative may be one) and an
-# account (an account number), only their type. Codes as billing_concept and billing_coding keep them: class,
+# as for Coverage, the resource's id and the references kept to be renamed
+# by billing_pseudonymize, but an account's (billing reads no Account),
+# of which only the type. Codes as billing_concept and billing_coding keep them: class,
 # type, serviceType, priority (837I's admission type), reasonCode, a
 # diagnosis's use, a participant's type, a location's physicalType,
 # hospitalization's admitSource, reAdmission and dischargeDisposition
@@ -436,11 +436,13 @@ billing_claim_header := [p |
 ]
 
 # Claims, remittances and their responses keep no source id (as Coverage
-# and Encounter: billing, source ids in docs/policy.md): not the
-# resource's id, nor the reference of the patient, the payee's party (the
-# patient or a relative may be paid), the coverage (a Coverage named by a
-# member number, VSDMCoverage-GKV-<KVNR>), the claim, claim response or
-# request (a claim named by its number), only their type.
+# and Encounter: billing, source ids in docs/policy.md): the resource's
+# id and the references of the patient, the payee's party, the coverage
+# (a Coverage named by a member number, VSDMCoverage-GKV-<KVNR>), the
+# claim, claim response or request (a claim named by its number) are
+# kept to be renamed by billing_pseudonymize, so a biller joins a Claim,
+# its ClaimResponse and ExplanationOfBenefit and the Coverage by the
+# keyed ids of their URIs.
 #
 # The Claim elements a biller reads (FHIR R4 Claim): the header, the
 # insurances (sequence, focal, the coverage, a prior authorization number
