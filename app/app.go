@@ -184,6 +184,7 @@ func Open(ctx context.Context, o Options) (_ *App, err error) {
 		PageSize: o.PageSize, Logger: o.Logger, Version: o.Version, Grants: a.grants, Metrics: a.metrics,
 		Volume: a.disk,
 	}
+	sc.References = a.referencer(ctx)
 	if h := o.HTTP; h != nil {
 		sc.RateLimit, sc.SessionTimeout = h.RateLimit, h.SessionIdle
 		sc.MaxSessions, sc.Refusals = h.MaxSessions, h.Refusals
@@ -743,4 +744,21 @@ func (a *App) AuditRetention(ctx context.Context, now time.Time) (AuditRetention
 // days is d in days of 24 h, to two decimals.
 func days(d time.Duration) float64 {
 	return math.Round(d.Hours()/24*100) / 100
+}
+
+// referencer is the server's Config.References: the catalog's resources
+// named by the keyed ids of their URIs under the resource id key, which
+// stays in the store.Referencer. Without the key (a provider that has
+// none) it is nil, and a view the policy pseudonymizes keeps no id and
+// only the type of its references (fail closed).
+func (a *App) referencer(ctx context.Context) server.Referencer {
+	k, err := a.keys.IDKey(ctx)
+	if err == nil {
+		var r *store.Referencer
+		if r, err = store.NewReferencer(k.Bytes, a.catalog); err == nil {
+			return r
+		}
+	}
+	a.log.Warn("no resource id key: views name no resource by its keyed id", "err", err)
+	return nil
 }

@@ -261,11 +261,13 @@ func TestHL7Code(t *testing.T) {
 // the audit log cannot name in HL7 terms.
 func TestVocabularyComplete(t *testing.T) {
 	valid := map[string]Obligation{
-		OpRemove:     {Op: OpRemove, Path: "/x"},
-		OpMask:       {Op: OpMask, Path: "/x"},
-		OpGeneralize: {Op: OpGeneralize, Path: "/x", Fn: GeneralizeYear},
-		OpScrub:      {Op: OpScrub},
-		OpAllow:      {Op: OpAllow, Fn: "/x"},
+		OpRemove:       {Op: OpRemove, Path: "/x"},
+		OpMask:         {Op: OpMask, Path: "/x"},
+		OpGeneralize:   {Op: OpGeneralize, Path: "/x", Fn: GeneralizeYear},
+		OpScrub:        {Op: OpScrub},
+		OpAllow:        {Op: OpAllow, Fn: "/x"},
+		OpDeidentify:   {Op: OpDeidentify, Fn: DeidentifySafeHarbor},
+		OpPseudonymize: {Op: OpPseudonymize, Fn: PseudonymizeKeyedID},
 	}
 	for op, o := range valid {
 		if err := o.Validate(); err != nil {
@@ -275,7 +277,7 @@ func TestVocabularyComplete(t *testing.T) {
 			t.Errorf("%s has no HL7 code", op)
 		}
 	}
-	for _, op := range []string{"encrypt", "pseudonymize", "keep", "Allow", "deid", "MINEC"} {
+	for _, op := range []string{"encrypt", "pseudonym", "keep", "Allow", "deid", "MINEC"} {
 		o := Obligation{Op: op, Path: "/x", Fn: "/x"}
 		if err := o.Validate(); !errors.Is(err, ErrUnknownOp) || o.HL7Code() != "" {
 			t.Errorf("op %q: Validate = %v, HL7Code = %q; want ErrUnknownOp and no code", op, err, o.HL7Code())

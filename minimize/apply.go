@@ -151,6 +151,9 @@ func checkObligations(obs []Obligation, opts Options) error {
 		if (o.Op == OpGeneralize && o.Fn == GeneralizeBirthYear90 || o.Op == OpDeidentify) && opts.Now.IsZero() {
 			return o.errorf(ErrNoReferenceTime)
 		}
+		if o.Op == OpPseudonymize && opts.KeyID == nil {
+			return o.errorf(ErrNoKeyer)
+		}
 	}
 	return nil
 }
@@ -219,6 +222,8 @@ func leafFunc(o Obligation, opts Options) leaf {
 	case OpAllow:
 		root, _ := parseAllowFn(o.Fn)
 		return func(v any) (any, bool) { return allowValue(v, root) }
+	case OpPseudonymize:
+		return func(v any) (any, bool) { return pseudonymize(v, opts.KeyID), false }
 	}
 	// Unreachable: ops are validated. Fail closed anyway.
 	return func(any) (any, bool) { return nil, true }

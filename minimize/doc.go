@@ -97,6 +97,16 @@
 //     extension, and so does an element an at-least-one invariant of R4
 //     needs (pat-1, cmp-1, app-1, ...); a document Bundle becomes a
 //     collection: the output stays valid FHIR R4. See deidentify.go.
+//   - pseudonymize ([OpPseudonymize], Fn [PseudonymizeKeyedID], Path ""):
+//     a FHIR R4 resource's id and every literal reference Type/id in it
+//     (Reference.reference, found by the R4 element table) are renamed by
+//     [Options.KeyID], the name the caller holds the resource by (custos's
+//     server: the keyed id of its URI, store.ResourceID), so that a reader
+//     who must not see a source's ids (which may be national numbers)
+//     can still join a Claim to its Coverage; a reference KeyID cannot
+//     name (absolute, urn:, conditional, local #x, a resource the caller
+//     does not hold) loses its "reference" and keeps its type. Without
+//     KeyID it fails ([ErrNoKeyer]). See pseudonymize.go.
 //
 // Paths are RFC 6901 JSON pointers, with one extension: a segment "*" selects
 // every element of an array (it matches a member literally named "*" when it
@@ -142,6 +152,7 @@
 //	            mrn,date
 //	deidentify  safeharbor                  DEID      strip data that would identify the subject
 //	allow       /ptr,/ptr,...               MINEC     limit disclosure to the minimum necessary
+//	pseudonymize keyedid                    PSEUD     create pseudonymized information
 //
 // generalize and scrub implement the HIPAA Safe Harbor transformations of
 // 45 CFR 164.514(b)(2) (dates to year, ZIP to ZIP3 with the restricted ZIP3

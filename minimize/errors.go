@@ -9,7 +9,7 @@ import "errors"
 // (the obligation is named in the message; the payload never is).
 var (
 	// ErrUnknownOp is returned when an obligation's Op is not one of OpRemove,
-	// OpMask, OpGeneralize, OpScrub, OpAllow or OpDeidentify.
+	// OpMask, OpGeneralize, OpScrub, OpAllow, OpDeidentify or OpPseudonymize.
 	ErrUnknownOp = errors.New("minimize: unknown obligation op")
 
 	// ErrBadPath is returned when an obligation's Path is not a valid
@@ -54,4 +54,10 @@ var (
 	// deidentify obligation is applied with a zero [Options.Now]. The caller must pass the current
 	// time; it is a programming error, not a policy error.
 	ErrNoReferenceTime = errors.New("minimize: birthyear90 and deidentify need Options.Now")
+
+	// ErrNoKeyer is returned when a pseudonymize obligation is applied
+	// without [Options.KeyID]. The caller must pass one (a function that
+	// names nothing makes every reference keep only its type); it is a
+	// programming error, not a policy error.
+	ErrNoKeyer = errors.New("minimize: pseudonymize needs Options.KeyID")
 )

@@ -13,7 +13,7 @@ import (
 // log records its [Obligation.String] form, and [Apply] enforces it.
 type Obligation struct {
 	// Op is one of OpRemove, OpMask, OpGeneralize, OpScrub, OpAllow,
-	// OpDeidentify.
+	// OpDeidentify, OpPseudonymize.
 	Op string `json:"op"`
 	// Path is an RFC 6901 JSON pointer into the payload. A segment "*"
 	// selects every element of an array. "" means the whole document; it is
@@ -30,6 +30,7 @@ type Obligation struct {
 	//               Path, naming the elements kept (required), e.g.
 	//               "/gender,/birthDate,/address/*/state".
 	//   deidentify: "safeharbor" (required).
+	//   pseudonymize: "keyedid" (required).
 	Fn string `json:"fn,omitempty"`
 }
 
@@ -43,6 +44,17 @@ const (
 	// OpDeidentify de-identifies a whole FHIR R4 resource by walking every
 	// element by its data type (HL7 DEID); see deidentify.go.
 	OpDeidentify = "deidentify"
+	// OpPseudonymize rewrites a whole FHIR R4 resource's id and literal
+	// references to the ids the caller names those resources by
+	// ([Options.KeyID]; HL7 PSEUD); see pseudonymize.go.
+	OpPseudonymize = "pseudonymize"
+)
+
+// Pseudonymize functions.
+const (
+	// PseudonymizeKeyedID names resources by the keyed ids of their custos
+	// URIs (docs/policy.md, "billing, source ids").
+	PseudonymizeKeyedID = "keyedid"
 )
 
 // Deidentify functions.
@@ -64,6 +76,7 @@ const (
 	HL7Mask   = "MASK"   // render information unreadable
 	HL7DeID   = "DEID"   // strip data that would identify the information subject
 	HL7MinEC  = "MINEC"  // limit disclosure to the minimum necessary for the purpose of use
+	HL7Pseud  = "PSEUD"  // create pseudonymized information
 )
 
 // Mask functions.
@@ -113,6 +126,15 @@ type Options struct {
 	// a study join a relative's records to this patient's, and is dropped.
 	// Other obligations ignore it.
 	Subject string
+	// KeyID is the name under which the caller holds the resource typ/id
+	// (typ an R4 resourceType, id the source's id): the id its custos URI
+	// carries, a keyed id (store.ResourceID). ok is false for a resource
+	// it cannot name so (one it does not hold). The pseudonymize
+	// obligation rewrites a resource's id and every literal reference
+	// "Type/id" with it; it must be a pure function returning a FHIR id (a
+	// result that is not one counts as false). pseudonymize fails with
+	// ErrNoKeyer without it; other obligations ignore it.
+	KeyID func(typ, id string) (keyed string, ok bool)
 }
 
 // String returns the stable compact form used in the audit log:
@@ -130,7 +152,7 @@ func (o Obligation) String() string {
 // obligation.
 func (o Obligation) Validate() error {
 	switch o.Op {
-	case OpRemove, OpMask, OpGeneralize, OpScrub, OpAllow, OpDeidentify:
+	case OpRemove, OpMask, OpGeneralize, OpScrub, OpAllow, OpDeidentify, OpPseudonymize:
 	default:
 		return o.errorf(ErrUnknownOp)
 	}
@@ -170,6 +192,13 @@ func (o Obligation) Validate() error {
 		if o.Fn != DeidentifySafeHarbor {
 			return o.errorf(ErrBadFn)
 		}
+	case OpPseudonymize:
+		if o.Path != "" {
+			return o.errorf(ErrBadPath)
+		}
+		if o.Fn != PseudonymizeKeyedID {
+			return o.errorf(ErrBadFn)
+		}
 	}
 	return nil
 }
@@ -183,6 +212,7 @@ func (o Obligation) Validate() error {
 //	scrub      -> DEID    (deidentify)
 //	deidentify -> DEID    (deidentify)
 //	allow      -> MINEC   (minimum necessary)
+//	pseudonymize -> PSEUD (pseudonymize)
 //
 // It returns "" for an op outside the vocabulary (such an obligation does not
 // validate). The code depends only on Op.
@@ -196,6 +226,8 @@ func (o Obligation) HL7Code() string {
 		return HL7DeID
 	case OpAllow:
 		return HL7MinEC
+	case OpPseudonymize:
+		return HL7Pseud
 	}
 	return ""
 }

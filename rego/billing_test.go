@@ -51,7 +51,7 @@ func TestBillingViewOutsideExamples(t *testing.T) {
 			if err != nil || !dec.Allow {
 				t.Fatalf("Decide: %+v %v", dec, err)
 			}
-			out, err := minimize.Apply("application/fhir+json", in, dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+			out, err := minimize.Apply("application/fhir+json", in, dec.Obligations, viewOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +64,7 @@ func TestBillingViewOutsideExamples(t *testing.T) {
 				}
 			}
 			for _, k := range c.kept {
-				if !strings.Contains(string(out), k) {
+				if k = keyedRefs(k); !strings.Contains(string(out), k) {
 					t.Errorf("the biller's view lost %s: %s", k, out)
 				}
 			}
@@ -115,7 +115,7 @@ func TestBillingViewKeepsNestedModifierExtensions(t *testing.T) {
 			if err != nil || !dec.Allow {
 				t.Fatalf("Decide: %+v %v", dec, err)
 			}
-			out, err := minimize.Apply("application/fhir+json", []byte(c.in), dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+			out, err := minimize.Apply("application/fhir+json", []byte(c.in), dec.Obligations, viewOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +144,7 @@ func TestBillingViewDropsASelfPayPayorsName(t *testing.T) {
 	in := `{"resourceType":"Coverage","id":"c","status":"active","type":{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/coverage-selfpay","code":"pay"}]},` +
 		`"beneficiary":{"reference":"Patient/p","display":"Evelyn Marsh"},` +
 		`"payor":[{"reference":"Patient/p","display":"Evelyn Marsh"},{"reference":"RelatedPerson/r","display":"Roel Marsh"}]}`
-	out, err := minimize.Apply("application/fhir+json", []byte(in), dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+	out, err := minimize.Apply("application/fhir+json", []byte(in), dec.Obligations, viewOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestBillingViewDropsASelfPayPayorsName(t *testing.T) {
 			t.Errorf("the biller's view of a self-pay Coverage holds %q: %s", g, out)
 		}
 	}
-	if want := `"payor":[{"reference":"Patient/p"},{"reference":"RelatedPerson/r"}]`; !strings.Contains(string(out), want) {
+	if want := keyedRefs(`"payor":[{"reference":"Patient/p"},{"reference":"RelatedPerson/r"}]`); !strings.Contains(string(out), want) {
 		t.Errorf("the biller's view lost the payors' references (want %s): %s", want, out)
 	}
 }
@@ -176,7 +176,7 @@ func TestBillingViewMasksAPharmacyMemberID(t *testing.T) {
 	}
 	in := `{"resourceType":"Coverage","id":"c","status":"active","beneficiary":{"reference":"Patient/p"},"subscriberId":"MBR88112233","class":[` +
 		class("group", "CB135") + `,` + class("rxid", "RXM88112233") + `,` + class("rxbin", "987654") + `,` + class("sequence", "9") + `]}`
-	out, err := minimize.Apply("application/fhir+json", []byte(in), dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+	out, err := minimize.Apply("application/fhir+json", []byte(in), dec.Obligations, viewOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func billingView(t *testing.T, e *policy.Engine, typ string, in []byte) []byte {
 	if err != nil || !dec.Allow {
 		t.Fatalf("Decide: %+v %v", dec, err)
 	}
-	out, err := minimize.Apply("application/fhir+json", in, dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+	out, err := minimize.Apply("application/fhir+json", in, dec.Obligations, viewOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +376,7 @@ func TestBillingViewScrubsTheServiceProviderDisplay(t *testing.T) {
 		}
 	}
 	for _, k := range []string{`"display":"Harrowgate Home Care`, `"reference":"Organization/o"`, `"code":"HH"`} {
-		if !strings.Contains(out, k) {
+		if k = keyedRefs(k); !strings.Contains(out, k) {
 			t.Errorf("the biller's view lost %s: %s", k, out)
 		}
 	}
@@ -393,10 +393,13 @@ func TestBillingViewScrubsTheServiceProviderDisplay(t *testing.T) {
 // four characters, but kept the ids whole (the h-outside4 probe): the
 // KVNR and the NHS number came out in /id, beneficiary and subject. A
 // custos URI names the resource and its patient by keyed ids
-// (docs/uris.md), so the biller's view keeps no source id of the resource
-// nor of a person: its id, and the reference of the beneficiary, the
-// subscriber, the policy holder, the subject, a participant and an
-// account are dropped (their type kept).
+// (docs/uris.md), so the biller's view keeps no source id: until h-billref
+// it dropped the id and the reference of the beneficiary, the subscriber,
+// the policy holder, the subject, a participant and an account (their
+// type kept), and a Claim could not be joined to its Coverage; since
+// then the id and every reference are renamed by the keyed ids of the
+// resources' URIs (pseudonymize:keyedid; viewOptions names every
+// resource as held), and an account's stays dropped.
 func TestBillingViewDropsSourceIDs(t *testing.T) {
 	e := defaultEngine(t)
 	for _, c := range []struct {
@@ -409,12 +412,17 @@ func TestBillingViewDropsSourceIDs(t *testing.T) {
 			`"beneficiary":{"reference":"Patient/VSDMPatient-GKV-V731904826"},"period":{"start":"1992-11-13"},` +
 			`"payor":[{"reference":"Organization/VSDMPayorOrganization-105929412"}]}`,
 			[]string{"V731904826"},
-			[]string{`"subscriberId":"***4826"`, `"subscriber":{"type":"Patient"}`, `"payor":[{"reference":"Organization/VSDMPayorOrganization-105929412"}]`, `"code":"GKV"`}},
+			[]string{`"id":"` + keyedID("Coverage", "VSDMCoverage-GKV-V731904826") + `"`, `"subscriberId":"***4826"`,
+				`"subscriber":{"reference":"Patient/VSDMPatient-GKV-V731904826","type":"Patient"}`,
+				`"beneficiary":{"reference":"Patient/VSDMPatient-GKV-V731904826"}`,
+				`"payor":[{"reference":"Organization/VSDMPayorOrganization-105929412"}]`, `"code":"GKV"`}},
 		{"encounter", `{"resourceType":"Encounter","id":"enc-9434765919","status":"finished","class":{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"AMB"},` +
 			`"subject":{"reference":"Patient/9434765919","type":"Patient"},"participant":[{"individual":{"reference":"RelatedPerson/rp-9434765919"}}],` +
 			`"account":[{"reference":"Account/ACCT-9434765919"}],"serviceProvider":{"reference":"Organization/RXA"}}`,
 			[]string{"9434765919"},
-			[]string{`"subject":{"type":"Patient"}`, `"code":"AMB"`, `"serviceProvider":{"reference":"Organization/RXA"}`}},
+			[]string{`"subject":{"reference":"Patient/9434765919","type":"Patient"}`, `"code":"AMB"`,
+				`"participant":[{"individual":{"reference":"RelatedPerson/rp-9434765919"}}]`,
+				`"serviceProvider":{"reference":"Organization/RXA"}`}},
 	} {
 		out := billingView(t, e, c.typ, []byte(c.in))
 		for _, g := range c.gone {
@@ -426,7 +434,7 @@ func TestBillingViewDropsSourceIDs(t *testing.T) {
 			}
 		}
 		for _, k := range c.kept {
-			if !strings.Contains(string(out), k) {
+			if k = keyedRefs(k); !strings.Contains(string(out), k) {
 				t.Errorf("the biller's view of a %s lost %s: %s", c.typ, k, out)
 			}
 		}

@@ -90,7 +90,7 @@ func readImported(t *testing.T, e *policy.Engine, sub *policy.Subject, purpose s
 	if !dec.Allow {
 		return nil, false
 	}
-	out, err := minimize.Apply("application/fhir+json", it.Body, dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+	out, err := minimize.Apply("application/fhir+json", it.Body, dec.Obligations, viewOptions())
 	if err != nil {
 		t.Fatalf("%s/%s: %v", it.Type, it.ID, err)
 	}

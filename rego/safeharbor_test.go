@@ -150,7 +150,7 @@ func deidentifyAll(t *testing.T, e *policy.Engine, d *dataset) scanResult {
 			res.denied[l.Labels.Type]++
 			continue
 		}
-		out, err := minimize.Apply(l.MimeType, d.payload(t, l), dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+		out, err := minimize.Apply(l.MimeType, d.payload(t, l), dec.Obligations, viewOptions())
 		if err != nil {
 			t.Fatalf("Apply %s (%s): %v", l.URI, l.Labels.Type, err)
 		}
@@ -182,7 +182,7 @@ func deidentifyCorpus(t *testing.T, e *policy.Engine) map[string][]string {
 		if err != nil || !dec.Allow {
 			t.Fatalf("Decide %s: %+v %v", r.Name, dec, err)
 		}
-		out, err := minimize.Apply("application/fhir+json", r.Raw, dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+		out, err := minimize.Apply("application/fhir+json", r.Raw, dec.Obligations, viewOptions())
 		if err != nil {
 			t.Fatalf("Apply %s: %v", r.Name, err)
 		}
@@ -354,7 +354,7 @@ func TestSafeHarborEveryClassFixture(t *testing.T) {
 	if err != nil || !d.Allow {
 		t.Fatalf("Decide = %+v, %v", d, err)
 	}
-	out, err := minimize.Apply("application/fhir+json", []byte(everyClassPatient), d.Obligations, minimize.Options{Now: synth.DefaultNow})
+	out, err := minimize.Apply("application/fhir+json", []byte(everyClassPatient), d.Obligations, viewOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,7 +152,7 @@ func TestEveryViewIsValidR4(t *testing.T) {
 				if !dec.Allow {
 					continue
 				}
-				out, err := minimize.Apply("application/fhir+json", r.body, dec.Obligations, minimize.Options{Now: synth.DefaultNow})
+				out, err := minimize.Apply("application/fhir+json", r.body, dec.Obligations, viewOptions())
 				if err != nil {
 					if p.name == "researcher" {
 						continue // withheld whole (ErrWithheld): nothing released

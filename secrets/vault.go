@@ -450,8 +450,9 @@ func (v *Vault) fetch(ctx context.Context, prev *keyState) (*keyState, error) {
 		return nil, err
 	}
 	if !v.opts.AuditorOnly {
-		// Checked at startup like every key; a server that never imports
-		// does not use it, but one node's configuration serves both.
+		// Checked at startup like every key: imports name resources
+		// with it, and the server names them in pseudonymized views
+		// (store.Referencer).
 		id, err := v.readKV(ctx, l.IDKeyPath, 0)
 		if err != nil {
 			return nil, err

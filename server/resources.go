@@ -530,6 +530,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		// the research view shows; there the reference is dropped.
 		mopts.Alias = al.minimizeAlias(u, r.Labels.Patient)
 	}
+	mopts.KeyID = s.readKeyID(u.Tenant, al, viaAlias)
 	out, err := minimize.Apply(r.MIMEType, payload, d.Obligations, mopts)
 	if err != nil {
 		s.log.Error("minimization failed; nothing released", "decision", d.ID, "err", err)
@@ -570,6 +571,29 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		c.Meta[ETagKey] = t
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}, Cacheable: cacheable(meta, s.ropts().CacheTTL.Read), Meta: receipt(rec)}, nil
+}
+
+// readKeyID is the name a read's view gives the resources of tenant it
+// names (minimize.Options.KeyID, the pseudonymize obligation): the keyed
+// id of the resource's URI (Config.References), so that a reader can
+// join a Claim's insurance.coverage to the Coverage's URI. A research
+// caller is shown aliases, never catalog ids: a read by alias names a
+// resource by the alias of its keyed id (the id its research URI
+// carries), any other research read names none (as minimizeAlias gives
+// the patient's alias only to a read by alias). Without References it
+// names nothing.
+func (s *Server) readKeyID(tenant string, al *aliaser, viaAlias bool) func(typ, id string) (string, bool) {
+	refs := s.cfg.References
+	return func(typ, id string) (string, bool) {
+		if refs == nil || al != nil && !viaAlias {
+			return "", false
+		}
+		k, ok := refs.KeyedID(tenant, typ, id)
+		if ok && al != nil {
+			k = al.alias(tenant, k)
+		}
+		return k, ok
+	}
 }
 
 // withPage suffixes an audit reason with the page a ranged read named.

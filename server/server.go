@@ -115,6 +115,11 @@ type Config struct {
 	// with the active grant covering the caller and the patient, if any.
 	// nil means no grant ever applies.
 	Grants Grants
+	// References names the catalog's resources by the keyed ids of their
+	// URIs (store.Referencer): the pseudonymize obligation renames a
+	// view's id and references with it (readKeyID). nil names nothing, so
+	// such a view keeps no id and only the type of its references.
+	References Referencer
 	// Resources tunes templates paging, ranged reads and cache hints (see
 	// ResourceOptions; the zero value means the defaults).
 	Resources ResourceOptions
@@ -134,6 +139,13 @@ type Config struct {
 	// reserve: new requests are then refused (disk_low), so that the
 	// records that must be written still fit.
 	Volume Volume
+}
+
+// Referencer names the source resource typ/sourceID of tenant by the
+// keyed id its URI carries, when the catalog holds it (store.Referencer);
+// ok is false otherwise. The key it names them under never leaves it.
+type Referencer interface {
+	KeyedID(tenant, typ, sourceID string) (keyed string, ok bool)
 }
 
 // Volume reports the state of the audit log's volume (*ops.DiskWatch).

@@ -220,3 +220,57 @@ func TestGetByID(t *testing.T) {
 		t.Errorf("a retired Binary: %v, want ErrNotFound", err)
 	}
 }
+
+// A Referencer names the resources a catalog holds by their URIs' keyed
+// ids (the serve path's minimize.Options.KeyID) and nothing else: not a
+// resource the catalog does not hold, not another tenant's, not by another
+// type, not a type custos does not know; a key too short or no catalog is
+// refused.
+func TestReferencerKeyedID(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	n := testNamer(t, "gh")
+	cov := Entry{Type: "Coverage", ID: "VSDMCoverage-GKV-V731904826", Patient: srcPatient,
+		Body: []byte(`{"resourceType":"Coverage","id":"VSDMCoverage-GKV-V731904826"}`), MIMEType: MIMEFHIR, Where: "Coverage.ndjson:1"}
+	bin := Entry{Type: "Binary", ID: "b1", Patient: srcPatient, Body: []byte("note"), MIMEType: "text/plain", Where: "Binary.ndjson:1"}
+	if _, err := stagedImport(t, path, EntryOptions{Namer: n}, cov, bin); err != nil {
+		t.Fatal(err)
+	}
+	s := openRead(t, path)
+	defer s.Close()
+	if _, err := NewReferencer(testIDKey[:MinIDKeySize-1], s); err == nil {
+		t.Error("a short key was taken")
+	}
+	if _, err := NewReferencer(testIDKey, nil); err == nil {
+		t.Error("no catalog was taken")
+	}
+	r, err := NewReferencer(testIDKey, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tenant, typ, id string
+		want            string // "" for not named
+	}{
+		{"gh", "Coverage", cov.ID, n.Link("Coverage", cov.ID, srcPatient)},
+		{"gh", "Binary", "b1", n.Link("Binary", "b1", srcPatient)},
+		{"gi", "Coverage", cov.ID, ""},
+		{"gh", "Coverage", "VSDMCoverage-GKV-0", ""},
+		{"gh", "Patient", cov.ID, ""},
+		{"gh", "coverage", cov.ID, ""},
+		{"gh", "Attachment", "b1", ""},
+		{"gh", "", cov.ID, ""},
+		{"gh", "Coverage", "", ""},
+		{"GH", "Coverage", cov.ID, ""},
+	} {
+		got, ok := r.KeyedID(c.tenant, c.typ, c.id)
+		if c.want == "" {
+			if ok || got != "" {
+				t.Errorf("%s %s/%s named %q", c.tenant, c.typ, c.id, got)
+			}
+			continue
+		}
+		if !ok || !strings.HasSuffix(c.want, "/"+got) {
+			t.Errorf("%s %s/%s: %q %v, want the id of %s", c.tenant, c.typ, c.id, got, ok, c.want)
+		}
+	}
+}

@@ -128,6 +128,7 @@ billing_obligations.coverage := [
 	# free text its sender fills as it likes, scrubbed as a class's name.
 	{"op": "scrub", "path": "/network"},
 	{"op": "allow", "path": "", "fn": concat(",", billing_coverage_elements)},
+	billing_pseudonymize,
 ]
 
 billing_obligations.encounter := [
@@ -137,6 +138,7 @@ billing_obligations.encounter := [
 	{"op": "remove", "path": "/participant/*/individual/display"},
 	{"op": "scrub", "path": "/serviceProvider/display"},
 	{"op": "allow", "path": "", "fn": concat(",", billing_encounter_elements)},
+	billing_pseudonymize,
 ]
 
 # Claims and remittances (below, "Claims, remittances"): identifiers
@@ -148,6 +150,7 @@ billing_obligations.claim := array.concat(billing_claim_masks, [
 	{"op": "mask", "path": "/insurance/*/identifier/value", "fn": "last4"},
 	{"op": "mask", "path": "/insurance/*/preAuthRef/*", "fn": "last4"},
 	{"op": "allow", "path": "", "fn": concat(",", billing_claim_elements)},
+	billing_pseudonymize,
 ])
 
 billing_obligations.claimresponse := [
@@ -155,6 +158,7 @@ billing_obligations.claimresponse := [
 	{"op": "mask", "path": "/preAuthRef", "fn": "last4"},
 	{"op": "mask", "path": "/payment/identifier/value", "fn": "last4"},
 	{"op": "allow", "path": "", "fn": concat(",", billing_claimresponse_elements)},
+	billing_pseudonymize,
 ]
 
 billing_obligations.explanationofbenefit := array.concat(billing_claim_masks, [
@@ -162,7 +166,22 @@ billing_obligations.explanationofbenefit := array.concat(billing_claim_masks, [
 	{"op": "mask", "path": "/insurance/*/preAuthRef/*", "fn": "last4"},
 	{"op": "mask", "path": "/payment/identifier/value", "fn": "last4"},
 	{"op": "allow", "path": "", "fn": concat(",", billing_eob_elements)},
+	billing_pseudonymize,
 ])
+
+# Source ids (docs/policy.md, "billing, source ids"): a source makes its
+# ids as it likes, of national numbers too (gematik's VSDM 2 examples name
+# a Coverage VSDMCoverage-GKV-<KVNR> and its beneficiary
+# Patient/VSDMPatient-GKV-<KVNR>; the NHS serves a Patient under its NHS
+# number; Synthea's MRN is the Patient's id). Last in every billing set,
+# over what the allow-list kept: the resource's id and every literal
+# reference become the keyed ids of the resources' custos URIs
+# (docs/uris.md), which say nothing without the key and let a biller join
+# a Claim, its ClaimResponse and ExplanationOfBenefit and the Coverage by
+# the URIs it lists; a reference custos cannot key (an absolute URL, a
+# urn:uuid:, a conditional or local #x reference, a resource the tenant's
+# catalog does not hold) keeps only its type.
+billing_pseudonymize := {"op": "pseudonymize", "path": "", "fn": "keyedid"}
 
 # The masks a Claim and an ExplanationOfBenefit share.
 billing_claim_masks := [
@@ -195,14 +214,14 @@ billing_concept(path) := billing_coding(concat("", [path, "/coding/*"]))
 # subscriber, a policy holder), a payor's too: a self-pay Coverage's payor
 # is the patient or a relative (R4: Reference(Organization | Patient |
 # RelatedPerson)), and an insurer is named by its Organization, reference
-# data a biller reads. Not the resource's id, nor the reference of the
-# policy holder, the subscriber and the beneficiary, only their type: a
+# data a biller reads. The resource's id and the references of the
+# policy holder, the subscriber, the beneficiary, a payor and a contract
+# are kept to be renamed by billing_pseudonymize (last in the set): a
 # source id may be a national number (gematik's VSDM 2 examples name a
 # Coverage VSDMCoverage-GKV-<KVNR> and its beneficiary
 # Patient/VSDMPatient-GKV-<KVNR>; the NHS serves a Patient under its NHS
-# number), and the custos URI names the resource and its patient by keyed
-# ids (docs/uris.md). A payor keeps its reference, the insurer's
-# Organization. A modifierExtension is kept wherever its element is: R4 forbids
+# number), and the keyed ids of the custos URIs (docs/uris.md) name the
+# same resources without it. A modifierExtension is kept wherever its element is: R4 forbids
 # processing an element as if its modifier were absent. Codes as
 # billing_concept keeps them (type, relationship, a class's and a cost's
 # type). A class's name is kept, scrubbed of identifier patterns (the
@@ -217,8 +236,9 @@ billing_coverage_elements := [p |
 	some part in [
 		billing_meta,
 		[
-			"/modifierExtension", "/status",
-			"/policyHolder/type", "/subscriber/type", "/subscriberId", "/beneficiary/type",
+			"/id", "/modifierExtension", "/status",
+			"/policyHolder/reference", "/policyHolder/type", "/subscriber/reference", "/subscriber/type",
+			"/subscriberId", "/beneficiary/reference", "/beneficiary/type",
 			"/dependent", "/period",
 			"/payor/*/reference", "/payor/*/type",
 			"/class/*/modifierExtension", "/class/*/value", "/class/*/name",
@@ -238,9 +258,9 @@ billing_coverage_elements := [p |
 # The Encounter elements a biller reads (FHIR R4 Encounter), references as
 # for Coverage (the service provider keeps its display, the facility's
 # name, scrubbed of identifier patterns as a Coverage class's name is);
-# as for Coverage, not the resource's id, nor the reference of the
-# subject, a participant's individual (a relative may be one) and an
-# account (an account number), only their type. Codes as billing_concept and billing_coding keep them: class,
+# as for Coverage, the resource's id and the references kept to be renamed
+# by billing_pseudonymize, but an account's (billing reads no Account),
+# of which only the type. Codes as billing_concept and billing_coding keep them: class,
 # type, serviceType, priority (837I's admission type), reasonCode, a
 # diagnosis's use, a participant's type, a location's physicalType,
 # hospitalization's admitSource, reAdmission and dischargeDisposition
@@ -254,13 +274,13 @@ billing_encounter_elements := [p |
 	some part in [
 		billing_meta,
 		[
-			"/modifierExtension", "/status",
+			"/id", "/modifierExtension", "/status",
 			"/statusHistory/*/modifierExtension", "/statusHistory/*/status", "/statusHistory/*/period",
 			"/classHistory/*/modifierExtension", "/classHistory/*/period",
-			"/subject/type",
+			"/subject/reference", "/subject/type",
 			"/episodeOfCare/*/reference", "/basedOn/*/reference",
 			"/participant/*/modifierExtension", "/participant/*/period",
-			"/participant/*/individual/type",
+			"/participant/*/individual/reference", "/participant/*/individual/type",
 			"/appointment/*/reference", "/period", "/length",
 			"/reasonReference/*/reference",
 			"/diagnosis/*/modifierExtension", "/diagnosis/*/condition/reference", "/diagnosis/*/rank",
@@ -389,16 +409,16 @@ billing_claim_header := [p |
 	some part in [
 		billing_meta,
 		billing_at("", [
-			"modifierExtension", "status", "use", "billablePeriod", "created",
+			"id", "modifierExtension", "status", "use", "billablePeriod", "created",
 			"identifier/*/use", "identifier/*/system", "identifier/*/value",
-			"patient/type",
+			"patient/reference", "patient/type",
 		]),
 		billing_codes("", ["identifier/*/type", "type", "subType", "priority", "fundsReserve"]),
 		billing_reference("/enterer"), billing_reference("/insurer"),
 		billing_reference("/provider"), billing_reference("/prescription"), billing_reference("/originalPrescription"),
 		billing_reference("/referral"), billing_reference("/facility"),
-		billing_at("/related/*", ["modifierExtension", "claim/type"]), billing_codes("/related/*", ["relationship"]),
-		billing_at("/payee", ["modifierExtension", "party/type"]), billing_codes("/payee", ["type"]),
+		billing_at("/related/*", ["modifierExtension", "claim/reference", "claim/type"]), billing_codes("/related/*", ["relationship"]),
+		billing_at("/payee", ["modifierExtension", "party/reference", "party/type"]), billing_codes("/payee", ["type"]),
 		billing_at("/careTeam/*", ["modifierExtension", "sequence", "responsible"]),
 		billing_reference("/careTeam/*/provider"), billing_codes("/careTeam/*", ["role", "qualification"]),
 		billing_at("/supportingInfo/*", [
@@ -416,11 +436,13 @@ billing_claim_header := [p |
 ]
 
 # Claims, remittances and their responses keep no source id (as Coverage
-# and Encounter: billing, source ids in docs/policy.md): not the
-# resource's id, nor the reference of the patient, the payee's party (the
-# patient or a relative may be paid), the coverage (a Coverage named by a
-# member number, VSDMCoverage-GKV-<KVNR>), the claim, claim response or
-# request (a claim named by its number), only their type.
+# and Encounter: billing, source ids in docs/policy.md): the resource's
+# id and the references of the patient, the payee's party, the coverage
+# (a Coverage named by a member number, VSDMCoverage-GKV-<KVNR>), the
+# claim, claim response or request (a claim named by its number) are
+# kept to be renamed by billing_pseudonymize, so a biller joins a Claim,
+# its ClaimResponse and ExplanationOfBenefit and the Coverage by the
+# keyed ids of their URIs.
 #
 # The Claim elements a biller reads (FHIR R4 Claim): the header, the
 # insurances (sequence, focal, the coverage, a prior authorization number
@@ -430,7 +452,7 @@ billing_claim_elements := [p |
 		billing_claim_header,
 		billing_at("/insurance/*", [
 			"modifierExtension", "sequence", "focal", "identifier/system", "identifier/value",
-			"coverage/type", "preAuthRef", "claimResponse/type",
+			"coverage/reference", "coverage/type", "preAuthRef", "claimResponse/reference", "claimResponse/type",
 		]),
 		["/total"],
 		billing_item("/item/*"), billing_line("/item/*/detail/*"), billing_line("/item/*/detail/*/subDetail/*"),
@@ -448,10 +470,10 @@ billing_eob_elements := [p |
 		billing_claim_header,
 		billing_at("", [
 			"outcome", "preAuthRef", "preAuthRefPeriod", "precedence", "benefitPeriod",
-			"claim/type", "claimResponse/type",
+			"claim/reference", "claim/type", "claimResponse/reference", "claimResponse/type",
 		]),
 		billing_codes("", ["fundsReserveRequested", "formCode"]),
-		billing_at("/insurance/*", ["modifierExtension", "focal", "coverage/type", "preAuthRef"]),
+		billing_at("/insurance/*", ["modifierExtension", "focal", "coverage/reference", "coverage/type", "preAuthRef"]),
 		billing_item("/item/*"), billing_adjudications("/item/*"),
 		billing_line("/item/*/detail/*"), billing_adjudications("/item/*/detail/*"),
 		billing_line("/item/*/detail/*/subDetail/*"), billing_adjudications("/item/*/detail/*/subDetail/*"),
@@ -473,8 +495,9 @@ billing_claimresponse_elements := [p |
 	some part in [
 		billing_meta,
 		billing_at("", [
-			"modifierExtension", "status", "use", "created", "outcome", "preAuthRef", "preAuthPeriod",
-			"identifier/*/use", "identifier/*/system", "identifier/*/value", "request/type", "patient/type",
+			"id", "modifierExtension", "status", "use", "created", "outcome", "preAuthRef", "preAuthPeriod",
+			"identifier/*/use", "identifier/*/system", "identifier/*/value",
+			"request/reference", "request/type", "patient/reference", "patient/type",
 			"communicationRequest/*/reference",
 		]),
 		billing_codes("", ["identifier/*/type", "type", "subType", "payeeType", "fundsReserve", "formCode"]),
@@ -485,7 +508,10 @@ billing_claimresponse_elements := [p |
 		billing_adjudications("/item/*/detail/*/subDetail/*"),
 		billing_add_item("/addItem/*", "subdetailSequence"),
 		billing_remittance,
-		billing_at("/insurance/*", ["modifierExtension", "sequence", "focal", "coverage/type", "claimResponse/type"]),
+		billing_at("/insurance/*", [
+			"modifierExtension", "sequence", "focal",
+			"coverage/reference", "coverage/type", "claimResponse/reference", "claimResponse/type",
+		]),
 		billing_at("/error/*", ["modifierExtension", "itemSequence", "detailSequence", "subDetailSequence"]),
 		billing_codes("/error/*", ["code"]),
 	]

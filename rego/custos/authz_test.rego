@@ -209,14 +209,14 @@ test_billing_coverage_minimized if {
 	{"op": "scrub", "path": "/class/*/name"} in d.obligations
 	{"op": "scrub", "path": "/network"} in d.obligations
 	kept := billing_allowed(d)
-	every e in ["/subscriberId", "/beneficiary/type", "/payor/*/reference", "/class/*/value", "/class/*/name", "/period",
+	every e in ["/id", "/subscriberId", "/beneficiary/type", "/beneficiary/reference", "/subscriber/reference",
+		"/policyHolder/reference", "/payor/*/reference", "/class/*/value", "/class/*/name", "/period",
 		"/type/coding/*/code", "/type/coding/*/system", "/relationship/coding/*/code", "/class/*/type/coding/*/code",
 		"/costToBeneficiary/*/type/coding/*/code", "/costToBeneficiary/*/valueMoney"] {
 		e in kept
 	}
-	every e in ["/id", "/identifier", "/text", "/contained", "/extension", "/beneficiary", "/beneficiary/identifier",
-		"/beneficiary/display", "/beneficiary/reference", "/subscriber", "/subscriber/display", "/subscriber/identifier",
-		"/subscriber/reference", "/policyHolder/reference",
+	every e in ["/identifier", "/text", "/contained", "/extension", "/beneficiary", "/beneficiary/identifier",
+		"/beneficiary/display", "/subscriber", "/subscriber/display", "/subscriber/identifier",
 		"/policyHolder/display", "/policyHolder/identifier", "/payor/*/identifier", "/payor/*/display", "/meta",
 		"/type", "/type/text", "/type/coding/*/display", "/relationship", "/relationship/text",
 		"/class/*/type", "/class/*/type/text", "/costToBeneficiary/*/type/text", "/costToBeneficiary/*/exception/*/type/text"] {
@@ -229,13 +229,13 @@ test_billing_encounter_minimized if {
 	d.allow
 	obligation_paths(d) == {"/subject/display", "/identifier", "/text", "/participant/*/individual/display", "/serviceProvider/display", ""}
 	kept := billing_allowed(d)
-	every e in ["/subject/type", "/period", "/class/code", "/class/system", "/type/*/coding/*/code",
+	every e in ["/id", "/subject/type", "/subject/reference", "/participant/*/individual/reference", "/period", "/class/code", "/class/system", "/type/*/coding/*/code",
 		"/reasonCode/*/coding/*/code", "/priority/coding/*/code", "/hospitalization/dischargeDisposition/coding/*/code",
 		"/serviceProvider/display"] {
 		e in kept
 	}
-	every e in ["/id", "/identifier", "/text", "/contained", "/extension", "/subject", "/subject/identifier",
-		"/subject/reference", "/participant/*/individual/reference", "/account/*/reference", "/participant/*/individual/display", "/participant/*/individual/identifier", "/hospitalization",
+	every e in ["/identifier", "/text", "/contained", "/extension", "/subject", "/subject/identifier",
+		"/account/*/reference", "/participant/*/individual/display", "/participant/*/individual/identifier", "/hospitalization",
 		"/hospitalization/preAdmissionIdentifier", "/location/*/location/display", "/meta",
 		"/class", "/class/display", "/classHistory", "/statusHistory", "/type", "/type/*/text", "/type/*/coding/*/display",
 		"/reasonCode", "/reasonCode/*/text", "/serviceType", "/serviceType/text", "/priority/text",
@@ -245,19 +245,21 @@ test_billing_encounter_minimized if {
 	}
 }
 
-# The elements a decision's one allow obligation (the last) keeps.
+# The elements a decision's one allow obligation (the last but the
+# pseudonymize obligation, which renames the ids it kept) keeps.
 billing_allowed(d) := kept if {
 	allows := [o | some o in d.obligations; o.op == "allow"]
 	count(allows) == 1
-	d.obligations[count(d.obligations) - 1] == allows[0]
+	d.obligations[count(d.obligations) - 1] == {"op": "pseudonymize", "path": "", "fn": "keyedid"}
+	d.obligations[count(d.obligations) - 2] == allows[0]
 	allows[0].path == ""
 	kept := {e | some e in split(allows[0].fn, ",")}
 }
 
 # Claims and remittances (h-biller4): each decision masks the identifiers
 # to their last four characters and ends in the allow-list of what a claim
-# or remittance carries; references keep reference and type (the
-# patient's, a coverage's and a claim's their type only: source ids), codes their
+# or remittance carries; references keep reference and type (renamed by
+# the keyed ids of the resources' URIs, pseudonymize: source ids), codes their
 # system, version and code; free text, narrative, attachments, addresses
 # and what R4 does not define are left out.
 test_billing_claims_minimized if {
@@ -267,12 +269,13 @@ test_billing_claims_minimized if {
 		d.reasons == ["billing_payment"]
 		{"op": "mask", "path": "/identifier/*/value", "fn": "last4"} in d.obligations
 		every o in d.obligations {
-			o.op in {"mask", "allow"}
+			o.op in {"mask", "allow", "pseudonymize"}
 		}
 		kept := billing_allowed(d)
 		every e in [
 			"/status", "/use", "/created", "/patient/type", "/insurer/reference", "/identifier/*/value",
 			"/type/coding/*/code", "/subType/coding/*/system", "/insurance/*/focal", "/insurance/*/coverage/type",
+			"/id", "/patient/reference", "/insurance/*/coverage/reference",
 		] {
 			e in kept
 		}
@@ -280,7 +283,6 @@ test_billing_claims_minimized if {
 			"/text", "/contained", "/extension", "/identifier", "/identifier/*/assigner", "/patient", "/patient/display",
 			"/patient/identifier", "/insurer/display", "/type/text", "/type/coding/*/display", "/disposition",
 			"/processNote", "/form", "/insurance/*/coverage/display", "/insurance/*/businessArrangement", "/item",
-			"/id", "/patient/reference", "/insurance/*/coverage/reference",
 		] {
 			not e in kept
 		}
@@ -391,7 +393,7 @@ test_obligations_in_vocabulary if {
 			] {
 				d := decide(p, pou, res(typ, patient_a))
 				every o in d.obligations {
-					o.op in {"remove", "mask", "generalize", "scrub", "allow", "deidentify"}
+					o.op in {"remove", "mask", "generalize", "scrub", "allow", "deidentify", "pseudonymize"}
 					is_string(o.path)
 					every k, _ in o {
 						k in {"op", "path", "fn"}
