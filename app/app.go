@@ -755,7 +755,7 @@ func (a *App) referencer(ctx context.Context) server.Referencer {
 	k, err := a.keys.IDKey(ctx)
 	if err == nil {
 		var r *store.Referencer
-		if r, err = store.NewReferencer(k.Bytes, a.catalog); err == nil {
+		if r, err = store.NewReferencer(k.Bytes); err == nil {
 			return r
 		}
 	}

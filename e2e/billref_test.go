@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/custos-mcp/custos/audit/audittest"
+	"github.com/custos-mcp/custos/store"
 )
 
 // TestBillerJoinsClaimsByKeyedIDs: R4's claim examples (a Claim, its
@@ -24,8 +25,10 @@ import (
 // resource the catalog holds by the keyed id of its URI, so a Claim's
 // insurance.coverage, an EOB's claim and claimResponse, a ClaimResponse's
 // request and a self-pay payor match the URIs the biller lists; no source
-// id comes out; a reference custos cannot key (a resource it does not
-// hold, an absolute URL, a contained #x) keeps only its type. Until
+// id comes out; a reference to a resource custos does not hold is keyed
+// all the same (a view must not tell a resource the biller may not read
+// from a missing one); one custos cannot key (an absolute URL, a
+// contained #x) keeps only its type. Until
 // h-billref these references kept only their type (and a self-pay payor
 // its source id, Patient/VSDMPatient-GKV-<KVNR>).
 func TestBillerJoinsClaimsByKeyedIDs(t *testing.T) {
@@ -168,7 +171,7 @@ func TestBillerJoinsClaimsByKeyedIDs(t *testing.T) {
 		}
 		return out
 	}
-	joined := 0
+	joined, unheld := 0, 0
 	for _, c := range []struct {
 		typ  string
 		path []string
@@ -180,16 +183,24 @@ func TestBillerJoinsClaimsByKeyedIDs(t *testing.T) {
 		{"ClaimResponse", []string{"insurance", "coverage"}, "Coverage"},
 		{"ExplanationOfBenefit", []string{"claim"}, "Claim"},
 		{"ExplanationOfBenefit", []string{"claimResponse"}, "ClaimResponse"},
+		{"ExplanationOfBenefit", []string{"insurance", "coverage"}, "Coverage"},
 		{"Coverage", []string{"beneficiary"}, "Patient"},
 	} {
 		for _, v := range byType(c.typ) {
 			r, _ := ref(v, c.path...)
 			if r == "" {
-				continue // the C4BB EOB names a Coverage custos does not hold
+				continue // not in the source (the C4BB EOB names no claim)
 			}
 			typ, id, _ := strings.Cut(r, "/")
-			if typ != c.want || !ids[id] {
-				t.Errorf("%s %v = %q names no URI the biller lists", c.typ, c.path, r)
+			if typ != c.want || !store.HasKeyedIDForm(id) {
+				t.Errorf("%s %v = %q is no keyed reference to a %s", c.typ, c.path, r, c.want)
+				continue
+			}
+			if !ids[id] {
+				// The C4BB EOB names a Coverage custos does not hold:
+				// keyed all the same, so that a view does not tell a
+				// resource the biller may not read from a missing one.
+				unheld++
 				continue
 			}
 			if c.want != "Patient" {
@@ -200,8 +211,8 @@ func TestBillerJoinsClaimsByKeyedIDs(t *testing.T) {
 			joined++
 		}
 	}
-	if joined < 8 {
-		t.Errorf("only %d references join the biller's views", joined)
+	if joined < 8 || unheld < 1 {
+		t.Errorf("only %d references join the biller's views, %d name a resource custos does not hold", joined, unheld)
 	}
 	// A self-pay Coverage's payor, the patient: keyed like her URI.
 	selfPay := 0
@@ -216,12 +227,13 @@ func TestBillerJoinsClaimsByKeyedIDs(t *testing.T) {
 	if selfPay != 1 {
 		t.Errorf("%d self-pay Coverages read, want 1", selfPay)
 	}
-	// What custos cannot key keeps only its type: the insurer (an
-	// Organization it does not hold), a facility on another server.
+	// The insurer, an Organization custos does not hold, is keyed as one
+	// it holds would be (its id names no URI); what custos cannot key
+	// keeps only its type: a facility on another server.
 	unkeyed := 0
 	for _, v := range byType("Claim") {
-		if r, typ := ref(v, "insurer"); r != "" || typ != "" {
-			t.Errorf("an insurer custos does not hold: %q %q", r, typ)
+		if r, _ := ref(v, "insurer"); !strings.HasPrefix(r, "Organization/") || !store.HasKeyedIDForm(strings.TrimPrefix(r, "Organization/")) || ids[strings.TrimPrefix(r, "Organization/")] {
+			t.Errorf("an insurer custos does not hold: %q, want a keyed id that names no URI", r)
 		}
 		if r, typ := ref(v, "facility"); r == "" && typ == "Location" {
 			unkeyed++

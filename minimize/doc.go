@@ -104,8 +104,8 @@
 //     server: the keyed id of its URI, store.ResourceID), so that a reader
 //     who must not see a source's ids (which may be national numbers)
 //     can still join a Claim to its Coverage; a reference KeyID cannot
-//     name (absolute, urn:, conditional, local #x, a resource the caller
-//     does not hold) loses its "reference" and keeps its type. Without
+//     name (absolute, urn:, conditional, local #x, a type outside R4)
+//     loses its "reference" and keeps its type. Without
 //     KeyID it fails ([ErrNoKeyer]). See pseudonymize.go.
 //
 // Paths are RFC 6901 JSON pointers, with one extension: a segment "*" selects

@@ -126,10 +126,10 @@ type Options struct {
 	// a study join a relative's records to this patient's, and is dropped.
 	// Other obligations ignore it.
 	Subject string
-	// KeyID is the name under which the caller holds the resource typ/id
+	// KeyID is the name under which the caller names the resource typ/id
 	// (typ an R4 resourceType, id the source's id): the id its custos URI
 	// carries, a keyed id (store.ResourceID). ok is false for a resource
-	// it cannot name so (one it does not hold). The pseudonymize
+	// it cannot name so. The pseudonymize
 	// obligation rewrites a resource's id and every literal reference
 	// "Type/id" with it; it must be a pure function returning a FHIR id (a
 	// result that is not one counts as false). pseudonymize fails with

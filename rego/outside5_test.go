@@ -68,7 +68,7 @@ func TestOutside5Examples(t *testing.T) {
 		{name: "outsider", p: policy.Principal{Roles: []string{"clinician"}, Patients: careTeam, Tenant: synth.OutsiderTenant}, purpose: "TREAT"},
 		{name: "billing", p: policy.Principal{Roles: []string{"billing"}}, purpose: "HPAYMT", reads: []string{"coverage", "encounter", "organization"},
 			kept: []string{`"subscriberId":"***9452"`, `"value":"***1120"`, `"code":"spouse"`, `"code":"IMP"`, `"code":"emd"`,
-				`"display":"Baseline West Medical Center"`, `"reference":"Location/eLkShore4W"`}},
+				`"display":"Baseline West Medical Center"`, keyedRefs(`"reference":"Location/eLkShore4W"`)}},
 		{name: "researcher", p: policy.Principal{Roles: []string{"researcher"}}, purpose: "HRESCH", reads: research,
 			kept: []string{`"birthDate":"1946"`, `"birthDate":"1949"`, `"postalCode":"545"`, `"postalCode":"553"`, `"postalCode":"640"`,
 				`"state":"MN"`, `"code":"8867-4"`, `"code":"38341003"`, `"code":"2345-7"`, `"code":"141"`, `"code":"E11.9"`,

@@ -239,9 +239,9 @@ func (fixedReferencer) KeyedID(tenant, typ, id string) (string, bool) {
 // The pseudonymize obligation's names (readKeyID): a caller other than a
 // researcher gets the keyed id of the resource's URI; a research read by
 // alias the alias of that keyed id, the id its research URI carries; any
-// other research read, or a server without References, no name at all
-// (the reference keeps its type): a research caller never sees a catalog
-// id.
+// other research read, a resource a manifest import named (its URI holds
+// no keyed id), or a server without References, no name at all (the
+// reference keeps its type): a research caller never sees a catalog id.
 func TestReadKeyIDFollowsTheResearchView(t *testing.T) {
 	key := bytes.Repeat([]byte{7}, 32)
 	al := &aliaser{key: secrets.Key{ID: "k", Bytes: key}, s: &Server{}}
@@ -249,21 +249,23 @@ func TestReadKeyIDFollowsTheResearchView(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		s        *Server
+		keyed    bool
 		al       *aliaser
 		viaAlias bool
 		want     string // "" for no name
 	}{
-		{"biller", s, nil, false, "k-1"},
-		{"research read by alias", s, al, true, researchAlias(key, "t", "k-1")},
-		{"research read of a catalog URI", s, al, false, ""},
-		{"no References", &Server{}, nil, false, ""},
+		{"biller", s, true, nil, false, "k-1"},
+		{"biller, a manifest import's resource", s, false, nil, false, ""},
+		{"research read by alias", s, true, al, true, researchAlias(key, "t", "k-1")},
+		{"research read of a catalog URI", s, true, al, false, ""},
+		{"no References", &Server{}, true, nil, false, ""},
 	} {
-		got, ok := c.s.readKeyID("t", c.al, c.viaAlias)("Coverage", "1")
+		got, ok := c.s.readKeyID("t", c.keyed, c.al, c.viaAlias)("Coverage", "1")
 		if ok != (c.want != "") || got != c.want {
 			t.Errorf("%s: %q %v, want %q", c.name, got, ok, c.want)
 		}
 	}
-	if _, ok := s.readKeyID("u", nil, false)("Coverage", "1"); ok {
+	if _, ok := s.readKeyID("u", true, nil, false)("Coverage", "1"); ok {
 		t.Error("another tenant's resource was named")
 	}
 }

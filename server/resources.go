@@ -530,7 +530,7 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 		// the research view shows; there the reference is dropped.
 		mopts.Alias = al.minimizeAlias(u, r.Labels.Patient)
 	}
-	mopts.KeyID = s.readKeyID(u.Tenant, al, viaAlias)
+	mopts.KeyID = s.readKeyID(u.Tenant, r.Source != "", al, viaAlias)
 	out, err := minimize.Apply(r.MIMEType, payload, d.Obligations, mopts)
 	if err != nil {
 		s.log.Error("minimization failed; nothing released", "decision", d.ID, "err", err)
@@ -576,16 +576,20 @@ func (s *Server) read(ctx context.Context, id Identity, p *mcp.ReadResourceParam
 // readKeyID is the name a read's view gives the resources of tenant it
 // names (minimize.Options.KeyID, the pseudonymize obligation): the keyed
 // id of the resource's URI (Config.References), so that a reader can
-// join a Claim's insurance.coverage to the Coverage's URI. A research
-// caller is shown aliases, never catalog ids: a read by alias names a
-// resource by the alias of its keyed id (the id its research URI
-// carries), any other research read names none (as minimizeAlias gives
-// the patient's alias only to a read by alias). Without References it
-// names nothing.
-func (s *Server) readKeyID(tenant string, al *aliaser, viaAlias bool) func(typ, id string) (string, bool) {
+// join a Claim's insurance.coverage to the Coverage's URI. Only a
+// resource a streaming import named (keyed: Resource.Source set) has its
+// references named so; a manifest import's URIs carry no keyed ids, so
+// its references would name nothing. A reference is named whether or not
+// the catalog holds its target (store.Referencer), so a view does not
+// tell a hidden or retired resource from a missing one. A research caller
+// is shown aliases, never catalog ids: a read by alias names a resource by
+// the alias of its keyed id (the id its research URI carries), any other
+// research read names none (as minimizeAlias gives the patient's alias
+// only to a read by alias). Without References it names nothing.
+func (s *Server) readKeyID(tenant string, keyed bool, al *aliaser, viaAlias bool) func(typ, id string) (string, bool) {
 	refs := s.cfg.References
 	return func(typ, id string) (string, bool) {
-		if refs == nil || al != nil && !viaAlias {
+		if refs == nil || !keyed || al != nil && !viaAlias {
 			return "", false
 		}
 		k, ok := refs.KeyedID(tenant, typ, id)

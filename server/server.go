@@ -115,8 +115,8 @@ type Config struct {
 	// with the active grant covering the caller and the patient, if any.
 	// nil means no grant ever applies.
 	Grants Grants
-	// References names the catalog's resources by the keyed ids of their
-	// URIs (store.Referencer): the pseudonymize obligation renames a
+	// References names resources by the keyed ids of their URIs
+	// (store.Referencer): the pseudonymize obligation renames a
 	// view's id and references with it (readKeyID). nil names nothing, so
 	// such a view keeps no id and only the type of its references.
 	References Referencer
@@ -142,8 +142,9 @@ type Config struct {
 }
 
 // Referencer names the source resource typ/sourceID of tenant by the
-// keyed id its URI carries, when the catalog holds it (store.Referencer);
-// ok is false otherwise. The key it names them under never leaves it.
+// keyed id a streaming import gives its URI, whether or not the catalog
+// holds it (store.Referencer); ok is false for what it cannot name (a type
+// outside R4). The key it names them under never leaves it.
 type Referencer interface {
 	KeyedID(tenant, typ, sourceID string) (keyed string, ok bool)
 }

@@ -127,60 +127,38 @@ func (n *Namer) Link(typ, id, patient string) string {
 	return u.String()
 }
 
-// ByID finds a catalog's live resource by its keyed id: Store.GetByID
-// (*Store and *Live implement it).
-type ByID interface {
-	GetByID(id string) (Resource, error)
-}
-
-// Referencer names, for a reader of a catalog, the source resources the
-// catalog holds by their keyed ids: the ids their URIs carry. It is what
+// Referencer names source resources by the keyed ids their URIs carry
+// (ResourceID), for a reader of a catalog a streaming import named: what
 // the serve path needs to rename a resource's id and its references in a
 // view (minimize's pseudonymize obligation, minimize.Options.KeyID)
-// without the source's ids, which may be national numbers. It is safe
-// for concurrent use; the key never leaves it.
+// without the source's ids, which may be national numbers. It names a
+// reference whether or not the catalog holds its target, so that a view
+// never tells a resource the caller may not read (or that was retired)
+// from one that does not exist: a keyed id names nothing without the
+// key. It is safe for concurrent use; the key never leaves it. Pure: no
+// I/O.
 type Referencer struct {
 	key []byte
-	cat ByID
 }
 
-// NewReferencer returns the Referencer of the catalog cat under the
-// resource id key (the one the catalog's streaming imports named under).
-func NewReferencer(key []byte, cat ByID) (*Referencer, error) {
-	switch {
-	case len(key) < MinIDKeySize:
+// NewReferencer returns the Referencer under the resource id key (the one
+// the catalog's streaming imports named under).
+func NewReferencer(key []byte) (*Referencer, error) {
+	if len(key) < MinIDKeySize {
 		return nil, errors.New("store: resource id key is too short")
-	case cat == nil:
-		return nil, errors.New("store: referencer without a catalog")
 	}
-	return &Referencer{key: append([]byte(nil), key...), cat: cat}, nil
+	return &Referencer{key: append([]byte(nil), key...)}, nil
 }
 
-// KeyedID returns ResourceID(key, tenant, typ, sourceID), the id of the
-// URI of the source resource typ/sourceID of tenant, when the catalog
-// holds that resource live (typ an R4 resourceType, or "Binary", whose
-// URI is an attachment's); ok is false otherwise: another type, an
-// invalid tenant, a resource no streaming import named or one retired, a
-// catalog that cannot be read (fail closed: the reference is not named).
+// KeyedID returns ResourceID(key, tenant, typ, sourceID): the id of the
+// URI that a streaming import gives (or would give) the source resource
+// typ/sourceID of tenant, typ an R4 resourceType ("Binary" included, whose
+// URI is an attachment's); ok is false for another type, an invalid tenant
+// or an empty id.
 func (r *Referencer) KeyedID(tenant, typ, sourceID string) (string, bool) {
 	want := strings.ToLower(typ)
-	switch {
-	case typ == "Binary":
-		want = TypeAttachment
-	case typ == "" || fhirTypes[want] != typ:
+	if typ != "Binary" && (typ == "" || fhirTypes[want] != typ) || !validTenant(tenant) || sourceID == "" {
 		return "", false
 	}
-	if !validTenant(tenant) || sourceID == "" {
-		return "", false
-	}
-	id := ResourceID(r.key, tenant, typ, sourceID)
-	res, err := r.cat.GetByID(id)
-	if err != nil {
-		return "", false
-	}
-	u, err := ParseURI(res.URI)
-	if err != nil || u.Tenant != tenant || u.Type != want || u.ID != id {
-		return "", false
-	}
-	return id, true
+	return ResourceID(r.key, tenant, typ, sourceID), true
 }

@@ -258,16 +258,6 @@ func (l *Live) Get(uri string) (Resource, error) {
 	return h.st.Get(uri)
 }
 
-// GetByID is Store.GetByID on the current catalog.
-func (l *Live) GetByID(id string) (Resource, error) {
-	h, err := l.acquire()
-	if err != nil {
-		return Resource{}, err
-	}
-	defer h.mu.RUnlock()
-	return h.st.GetByID(id)
-}
-
 // Index returns the index of the current catalog (see Index): immutable,
 // it stays usable after a swap, describing the catalog it was built for.
 // Callers that decide on an IndexEntry and then Get the record from the current

@@ -179,8 +179,9 @@ billing_obligations.explanationofbenefit := array.concat(billing_claim_masks, [
 # (docs/uris.md), which say nothing without the key and let a biller join
 # a Claim, its ClaimResponse and ExplanationOfBenefit and the Coverage by
 # the URIs it lists; a reference custos cannot key (an absolute URL, a
-# urn:uuid:, a conditional or local #x reference, a resource the tenant's
-# catalog does not hold) keeps only its type.
+# urn:uuid:, a conditional or local #x reference, any reference of a
+# manifest import's resource) keeps only its type; a reference to a
+# resource the catalog does not hold is keyed all the same (docs/uris.md).
 billing_pseudonymize := {"op": "pseudonymize", "path": "", "fn": "keyedid"}
 
 # The masks a Claim and an ExplanationOfBenefit share.
