@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
+	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/custos-mcp/custos/internal/fhirr4"
 )
 
 // Apply minimizes one payload of the given MIME type according to obs, in
@@ -191,48 +195,226 @@ func encodeJSON(v any) ([]byte, error) {
 }
 
 // applyOne applies a validated obligation to a decoded document and returns
-// the new root.
+// the new root. In a FHIR R4 resource the walk knows each element's R4
+// type (place), so that mask, generalize and scrub leave a value its type
+// can hold (fit).
 func applyOne(root any, o Obligation, opts Options) any {
 	segs, _ := parsePointer(o.Path) // validated by checkObligations
-	leaf := leafFunc(o, opts)
+	f := leafFunc(o, opts)
+	at := rootPlace(root)
 	if len(segs) == 0 {
 		// remove "" is rejected by Validate; an allow-list applied to a
 		// document that is not an object or array leaves null.
-		v, _ := leaf(root)
+		v, act := f.apply(root, at)
+		if act != keep {
+			// A whole resource masked is no resource: the JSON alone.
+			v, _ = f.apply(root, place{})
+		}
 		return v
 	}
-	return walk(root, segs, leaf)
+	return walk(root, segs, f, at)
 }
 
-// A leaf transforms the value at the end of a path; remove reports true to
-// delete it.
-type leaf func(v any) (nv any, remove bool)
+// A verdict says what becomes of the value a leaf was applied to.
+type verdict uint8
+
+const (
+	keep     verdict = iota // the leaf's result replaces it
+	drop                    // it is deleted, with its "_name" companion
+	withhold                // a primitive of an R4 resource: it is deleted and its companion marks it withheld (DAR masked)
+)
+
+// A leaf transforms the value at the end of a path, at place at.
+// eachItem: it transforms values, and in an R4 resource a repeating
+// element's array is transformed item by item (a mask of Patient.name
+// masks each name), not as one value.
+type leaf struct {
+	apply    func(v any, at place) (any, verdict)
+	eachItem bool
+}
 
 func leafFunc(o Obligation, opts Options) leaf {
 	switch o.Op {
 	case OpRemove:
-		return func(any) (any, bool) { return nil, true }
+		return leaf{apply: func(any, place) (any, verdict) { return nil, drop }}
 	case OpMask:
-		return func(v any) (any, bool) { return mask(o.Fn, v), false }
+		return transform(func(v any) any { return mask(o.Fn, v) })
 	case OpGeneralize:
-		return func(v any) (any, bool) { return generalize(o.Fn, v, opts.Now), false }
+		return transform(func(v any) any { return generalize(o.Fn, v, opts.Now) })
 	case OpScrub:
 		classes, _ := parseScrubFn(o.Fn)
-		return func(v any) (any, bool) { return scrubValue(v, classes), false }
+		return scrubLeaf(classes)
 	case OpAllow:
 		root, _ := parseAllowFn(o.Fn)
-		return func(v any) (any, bool) { return allowValue(v, root) }
+		return leaf{apply: func(v any, _ place) (any, verdict) {
+			nv, del := allowValue(v, root)
+			if del {
+				return nil, drop
+			}
+			return nv, keep
+		}}
 	case OpPseudonymize:
-		return func(v any) (any, bool) { return pseudonymize(v, opts.KeyID), false }
+		return leaf{apply: func(v any, _ place) (any, verdict) { return pseudonymize(v, opts.KeyID), keep }}
 	}
 	// Unreachable: ops are validated. Fail closed anyway.
-	return func(any) (any, bool) { return nil, true }
+	return leaf{apply: func(any, place) (any, verdict) { return nil, drop }}
 }
 
-// walk resolves segs below node and applies f to every value they select.
-// Containers are modified in place (they belong to the decoded document).
-// A segment that does not resolve leaves node unchanged.
-func walk(node any, segs []string, f leaf) any {
+// transform is the leaf of an op that replaces a value with fn's result
+// (mask, generalize): in an R4 resource, as its element's type can hold it
+// (fit).
+func transform(fn func(v any) any) leaf {
+	return leaf{eachItem: true, apply: func(v any, at place) (any, verdict) {
+		nv := fn(v)
+		if !at.typed {
+			return nv, keep
+		}
+		return fit(at.e, v, nv)
+	}}
+}
+
+// scrubLeaf is the leaf of a scrub of classes: scrubValue, and in an R4
+// resource member by member, each scrubbed value as its element's type
+// can hold it (fit: a date scrubbed to "[DATE]" is withheld).
+func scrubLeaf(classes scrubClasses) leaf {
+	var f leaf
+	f = leaf{eachItem: true, apply: func(v any, at place) (any, verdict) {
+		if !at.typed {
+			return scrubValue(v, classes), keep
+		}
+		switch x := v.(type) {
+		case map[string]any:
+			for _, k := range slices.Sorted(maps.Keys(x)) {
+				walk(x, []string{k}, f, at)
+			}
+			return x, keep
+		case []any:
+			return walk(x, []string{"*"}, f, at), keep
+		}
+		return fit(at.e, v, scrubValue(v, classes))
+	}}
+	return f
+}
+
+// place is where walk stands in a FHIR R4 resource: the R4 element of the
+// value there (typed), or a value R4 does not type (a document that is no
+// R4 resource, a member R4 does not define), which obligations treat by
+// its JSON alone. The items of a repeating element's array stand where
+// the array does.
+type place struct {
+	e     fhirr4.Element
+	typed bool
+}
+
+// resourceID is the type place gives a resource's id.
+const resourceID = "Resource.id"
+
+// rootPlace is the place of a document's root: a resource when it is an
+// R4 resource.
+func rootPlace(root any) place {
+	m, _ := root.(map[string]any)
+	rt, _ := m[resourceTypeMember].(string)
+	return place{e: fhirr4.Element{Type: "Resource"}, typed: fhirr4.Resources[rt]}
+}
+
+// member is the place of member k of object m, which stands at p: its
+// element in R4, a primitive's "_name" companion an Element.
+func (p place) member(m map[string]any, k string) place {
+	if !p.typed {
+		return place{}
+	}
+	key := p.e.Type
+	if key == "Resource" {
+		key, _ = m[resourceTypeMember].(string)
+	}
+	defs := fhirr4.Elements[key]
+	if key == "Element" {
+		defs = companionDefs
+	}
+	if k == "id" && p.e.Type == "Resource" {
+		// A resource's id: an id that R4 JSON gives no companion (no
+		// extensions: json.html#resources), which the R4 table types
+		// as the string of FHIRPath.
+		return place{e: fhirr4.Element{Type: resourceID}, typed: true}
+	}
+	if e, ok := defs[k]; ok {
+		return place{e: e, typed: true}
+	}
+	if base, ok := cutCompanion(k); ok {
+		if e, ok := defs[base]; ok && primitiveTypes[e.Type] {
+			return place{e: fhirr4.Element{Type: "Element", Many: e.Many}, typed: true}
+		}
+	}
+	return place{}
+}
+
+// fit is what nv, an obligation's result for the value v of element e of
+// an R4 resource, becomes so that the view stays valid R4 (docs/policy.md,
+// "Views stay valid R4"): a value left as it was, a string or markdown
+// (a mask's "***", "***1234", a scrubbed text), and a date or dateTime
+// generalized to its year are kept; a narrative (xhtml) masked becomes
+// maskedDiv; any other primitive, which R4 gives a form "***", "90+" or "[DATE]" is not of (a
+// date, code, uri, id, boolean, number, ...), is withheld: its value goes
+// and its "_name" companion holds a data-absent-reason "masked" alone, as
+// a required element the view withholds is marked (prune.go). A resource's
+// id and a canonical go instead: R4's JSON schema gives neither a
+// companion (a canonical's is missing from HL7's fhir.schema.json; a
+// required one is marked by the prune all the same). A complex value
+// and a resource (contained, a Bundle entry's) go, a required one marked
+// by the prune: a marker in its place (absentOf) would break the
+// at-least-one invariants of many (app-1, con-1, obs-3, pat-1, bdl-5).
+func fit(e fhirr4.Element, v, nv any) (any, verdict) {
+	if unchanged(v, nv) {
+		return nv, keep
+	}
+	switch t := e.Type; {
+	case t == "string" || t == "markdown":
+		if s, ok := nv.(string); ok && s != "" {
+			return nv, keep
+		}
+		return nil, withhold
+	case t == "date" || t == "dateTime":
+		if s, ok := nv.(string); ok && isYear(s) {
+			return nv, keep
+		}
+		return nil, withhold
+	case t == "xhtml":
+		return maskedDiv, keep
+	case t == "canonical" || t == resourceID || t == "Resource":
+		return nil, drop
+	case primitiveTypes[t]:
+		return nil, withhold
+	}
+	return nil, drop
+}
+
+// maskedDiv is a masked narrative: R4's xhtml has no extensions to hold a
+// data-absent-reason (datatypes.html#xhtml), and Narrative.div is
+// required, so the div says "***" itself, as a masked string does; it
+// holds text, as txt-2 requires.
+const maskedDiv = `<div xmlns="http://www.w3.org/1999/xhtml">***</div>`
+
+// isYear reports whether s is a year as R4's date and dateTime hold one:
+// four digits, not 0000.
+func isYear(s string) bool {
+	return len(s) == 4 && s != "0000" && strings.Trim(s, "0123456789") == ""
+}
+
+// unchanged reports whether an obligation's result nv is the value v it
+// was made of (a scalar; a container is never taken for unchanged).
+func unchanged(v, nv any) bool {
+	switch nv.(type) {
+	case string, json.Number, bool:
+		return v == nv
+	}
+	return false
+}
+
+// walk resolves segs below node, which stands at place at, and applies f
+// to every value they select. Containers are modified in place (they
+// belong to the decoded document). A segment that does not resolve leaves
+// node unchanged.
+func walk(node any, segs []string, f leaf, at place) any {
 	seg, rest := segs[0], segs[1:]
 	switch n := node.(type) {
 	case map[string]any:
@@ -240,17 +422,31 @@ func walk(node any, segs []string, f leaf) any {
 		if !ok {
 			return n
 		}
+		cat := at.member(n, seg)
+		if a, ok := child.([]any); ok && cat.typed && cat.e.Many {
+			if len(rest) == 0 && f.eachItem {
+				rest = []string{"*"}
+			}
+			if len(rest) == 1 && primitiveTypes[cat.e.Type] {
+				walkItems(n, seg, a, rest[0], f, cat)
+				return n
+			}
+		}
 		if len(rest) > 0 {
-			n[seg] = walk(child, rest, f)
+			n[seg] = walk(child, rest, f, cat)
 			return n
 		}
-		if nv, del := f(child); del {
+		switch nv, act := f.apply(child, cat); act {
+		case keep:
+			n[seg] = nv
+		case withhold:
+			delete(n, seg)
+			n["_"+seg] = absent()
+		default:
 			delete(n, seg)
 			// A primitive's "_seg" companion (its id and extensions, R4
 			// JSON) goes with it: a value removed leaves nothing of it.
 			delete(n, "_"+seg)
-		} else {
-			n[seg] = nv
 		}
 		return n
 	case []any:
@@ -258,10 +454,12 @@ func walk(node any, segs []string, f leaf) any {
 			out := n[:0]
 			for _, child := range n {
 				if len(rest) > 0 {
-					out = append(out, walk(child, rest, f))
+					out = append(out, walk(child, rest, f, at))
 					continue
 				}
-				if nv, del := f(child); !del {
+				// withhold cannot come here: a primitive's items are
+				// walked by walkItems. Should it, the item goes.
+				if nv, act := f.apply(child, at); act == keep {
 					out = append(out, nv)
 				}
 			}
@@ -273,17 +471,63 @@ func walk(node any, segs []string, f leaf) any {
 			return n
 		}
 		if len(rest) > 0 {
-			n[i] = walk(n[i], rest, f)
+			n[i] = walk(n[i], rest, f, at)
 			return n
 		}
-		nv, del := f(n[i])
-		if !del {
+		nv, act := f.apply(n[i], at)
+		if act == keep {
 			n[i] = nv
 			return n
 		}
 		return append(n[:i], n[i+1:]...)
 	}
 	return node
+}
+
+// walkItems applies f to the items sel ("*" or an index) selects of
+// vals, the values m[name] of a repeating primitive element (at), and
+// keeps its companion m["_"+name] aligned (R4 JSON: an array of as many
+// entries, null where a value has no id or extension): an item dropped
+// goes with its entry; an item withheld becomes null and its entry a
+// data-absent-reason "masked".
+func walkItems(m map[string]any, name string, vals []any, sel string, f leaf, at place) {
+	comp, _ := m["_"+name].([]any)
+	if len(comp) != len(vals) {
+		comp = nil // none, or not aligned: the prune drops it
+	}
+	idx := -1
+	if sel != "*" {
+		i, ok := arrayIndex(sel, len(vals))
+		if !ok {
+			return
+		}
+		idx = i
+	}
+	outV := make([]any, 0, len(vals))
+	outC := make([]any, 0, len(vals))
+	marked := comp != nil
+	for i, x := range vals {
+		var c any
+		if comp != nil {
+			c = comp[i]
+		}
+		if idx < 0 || i == idx {
+			nv, act := f.apply(x, at)
+			switch act {
+			case drop:
+				continue
+			case withhold:
+				nv, c, marked = nil, absent(), true
+			}
+			x = nv
+		}
+		outV = append(outV, x)
+		outC = append(outC, c)
+	}
+	if !marked {
+		outC = nil
+	}
+	setValues(m, name, outV, outC)
 }
 
 // mask implements the mask op. Non-string values become "***".

@@ -22,6 +22,8 @@
 //     last four characters of a string (Fn "last4").
 //   - generalize ([OpGeneralize]): coarsen a value (Fn "year", "zip3",
 //     "age90", "birthyear90"); a value of unexpected form becomes "***".
+//     In a FHIR R4 resource both leave only what the element's R4 type can
+//     hold (see Views of FHIR resources).
 //   - scrub ([OpScrub]): replace identifier patterns (phone, email, SSN, MRN,
 //     date) inside strings with tokens such as "[PHONE]", inside UUIDs and
 //     hex runs too, as [ScrubString] does (national telephone numbers
@@ -121,7 +123,16 @@
 // a Reference held only a display (ele-1), an empty array or string, a
 // primitive's "_name" companion without its value, a local reference to
 // a contained resource they dropped (ref-1), a required element emptied
-// (Coverage.payor, 1..*). After them, [JSON] prunes a FHIR R4 resource
+// (Coverage.payor, 1..*). In a FHIR R4 resource, mask, generalize and
+// scrub know the R4 type of the element they change (fit, apply.go): a
+// string or markdown keeps "***", "***1234" or a scrubbed text, a date or
+// dateTime generalized its year; any other primitive whose result is no
+// value of its type ("***" in a date or a code, "90+" in a birthDate,
+// "[DATE]" in an instant) is withheld, its value removed and its "_name"
+// companion set to the data-absent-reason "masked" alone (a null and a
+// companion entry in a repeating element, whose array they change item
+// by item); a narrative's div masked is a div of "***"; a resource's id,
+// a canonical, a complex value and a contained resource go. After them, [JSON] prunes a FHIR R4 resource
 // (pruneView, prune.go): what they emptied goes, bottom up, and a
 // required element missing from an object that stays is marked with a
 // data-absent-reason extension "masked" (on a primitive, its "_name"

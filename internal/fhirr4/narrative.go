@@ -6,6 +6,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // xhtmlNS is the namespace of R4 narrative XHTML: the div root and every
@@ -55,7 +57,9 @@ func setOf(names ...string) map[string]bool {
 // XML's, as sources write them, &nbsp;, and the reference validators
 // accept them), one div root in the XHTML namespace, only the elements and
 // attributes of txt-1 (every element in the XHTML namespace), no script
-// URL (javascript:, vbscript:) in a URL attribute, and some non-whitespace
+// URL (javascript:, vbscript:) in a URL attribute, no data URL but an
+// img's src of a raster image, no script in a style attribute
+// (activeStyle), and some non-whitespace
 // text or an img with a src (txt-2). CDATA sections, processing
 // instructions and DOCTYPEs are refused too, and a comment holding "<" or
 // ">": none carries narrative, and an HTML parser, as a renderer that
@@ -159,6 +163,12 @@ func narrativeElement(t xml.StartElement) string {
 			return "an attribute txt-1 does not allow on " + t.Name.Local + ": only the basic HTML attributes"
 		case urlAttributes[a.Name.Local] && scriptURL(a.Value):
 			return "a script URL (a javascript or vbscript scheme) in the " + a.Name.Local + " of " + t.Name.Local + ": R4 narrative has no active content"
+		case urlAttributes[a.Name.Local] && dataURL(a.Value) && !(t.Name.Local == "img" && a.Name.Local == "src" && imageData(a.Value)):
+			return "a data URL in the " + a.Name.Local + " of " + t.Name.Local + ": R4 narrative has no active content (only an img's src may be one, of a raster image type)"
+		case a.Name.Local == "style":
+			if what := activeStyle(a.Value); what != "" {
+				return what + " in the style of " + t.Name.Local + ": txt-1 allows internally contained style attributes, R4 narrative no active content"
+			}
 		}
 	}
 	return ""
@@ -175,14 +185,129 @@ func hasAttr(t xml.StartElement, name string) bool {
 
 // scriptURL reports whether u names a script scheme as a browser reads it
 // (the WHATWG URL parser): leading C0 controls and spaces trimmed, tab
-// and newline removed anywhere, the scheme case-insensitive.
+// and newline removed anywhere, the scheme case-insensitive. (Character
+// references, &#106;avascript:, are decoded by encoding/xml before; one
+// XML does not know, &colon;, makes the narrative not well-formed.)
 func scriptURL(u string) bool {
-	u = strings.TrimLeft(u, "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f ")
-	u = strings.NewReplacer("\t", "", "\n", "", "\r", "").Replace(u)
-	scheme, _, ok := strings.Cut(u, ":")
-	if !ok {
-		return false
-	}
-	scheme = strings.ToLower(scheme)
+	scheme := urlScheme(u)
 	return scheme == "javascript" || scheme == "vbscript"
 }
+
+// dataURL reports whether u is a data URL (RFC 2397) as a browser reads
+// it (urlScheme).
+func dataURL(u string) bool { return urlScheme(u) == "data" }
+
+// urlScheme is the scheme of u as a browser reads it, in lower case, or
+// "" when u has none.
+func urlScheme(u string) string {
+	scheme, _, ok := strings.Cut(browserURL(u), ":")
+	if !ok {
+		return ""
+	}
+	return strings.ToLower(scheme)
+}
+
+// browserURL is u as the WHATWG URL parser reads it: leading and trailing
+// C0 controls and spaces trimmed, tab and newline removed anywhere.
+func browserURL(u string) string {
+	u = strings.Trim(u, "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f ")
+	return strings.NewReplacer("\t", "", "\n", "", "\r", "").Replace(u)
+}
+
+// rasterImages are the image media types a data URL may carry in a
+// narrative: raster formats, which a browser decodes as pixels. SVG is
+// not one of them: it is a document that can hold scripts, and a browser
+// runs them when it opens the image on its own.
+var rasterImages = setOf("image/png", "image/apng", "image/jpeg", "image/gif", "image/webp", "image/avif", "image/bmp")
+
+// imageData reports whether u, a data URL, carries a raster image
+// (rasterImages): its media type, before any parameter or the data,
+// case-insensitive (the fetch standard's data: URL processor).
+func imageData(u string) bool {
+	_, rest, _ := strings.Cut(browserURL(u), ":")
+	mt, _, _ := strings.Cut(rest, ",")
+	mt, _, _ = strings.Cut(mt, ";")
+	return rasterImages[strings.ToLower(strings.Trim(mt, " \t\n\f\r"))]
+}
+
+// activeStyle says what active content a style attribute holds, as a
+// browser reads its CSS (comments dropped, escapes decoded, case and
+// white space ignored: cssFold), or "": an IE expression(), a binding
+// (-moz-binding, behavior: they load script), a javascript or vbscript
+// URL anywhere, or a data URL in url() that is no raster image.
+func activeStyle(style string) string {
+	css := cssFold(style)
+	switch {
+	case strings.Contains(css, "expression("):
+		return "a CSS expression()"
+	case strings.Contains(css, "-moz-binding"), strings.Contains(css, "behavior:"):
+		return "a CSS binding (-moz-binding, behavior)"
+	case strings.Contains(css, "javascript:"), strings.Contains(css, "vbscript:"):
+		return "a script URL (a javascript or vbscript scheme)"
+	}
+	for rest := css; ; {
+		_, after, ok := strings.Cut(rest, "url(")
+		if !ok {
+			return ""
+		}
+		target, _, _ := strings.Cut(after, ")")
+		target = strings.Trim(target, `"'`)
+		if dataURL(target) && !imageData(target) {
+			return "a data URL in url() that is no raster image"
+		}
+		rest = after
+	}
+}
+
+// cssFold is CSS text s as a browser's tokenizer reads it, for finding
+// functions and schemes in it: comments removed, escapes decoded (a
+// backslash and one to six hex digits with one white space after them, a
+// backslash and a newline, or a backslash and any other character, CSS
+// Syntax 3, 4.3.7), in lower case, without white space or control
+// characters (IE read expression (...) and java\nscript: too).
+func cssFold(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		switch {
+		case strings.HasPrefix(s[i:], "/*"):
+			end := strings.Index(s[i+2:], "*/")
+			if end < 0 {
+				i = len(s)
+			} else {
+				i += 2 + end + 2
+			}
+		case s[i] == '\\' && i+1 < len(s):
+			j := i + 1
+			for j < len(s) && j < i+7 && isHex(s[j]) {
+				j++
+			}
+			if j == i+1 {
+				r, n := utf8.DecodeRuneInString(s[j:])
+				b.WriteRune(r)
+				i = j + n
+				continue
+			}
+			if v, err := strconv.ParseUint(s[i+1:j], 16, 32); err == nil && v > 0 && v <= unicode.MaxRune && (v < 0xD800 || v > 0xDFFF) {
+				b.WriteRune(rune(v))
+			} else {
+				b.WriteRune(utf8.RuneError) // CSS: U+FFFD for a null, a surrogate or past U+10FFFF
+			}
+			if j < len(s) && strings.IndexByte(" \t\n\f\r", s[j]) >= 0 {
+				j++
+			}
+			i = j
+		default:
+			r, n := utf8.DecodeRuneInString(s[i:])
+			b.WriteRune(r)
+			i += n
+		}
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return -1
+		}
+		return unicode.ToLower(r)
+	}, b.String())
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
