@@ -522,7 +522,7 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 // written: where it decides a compartment, compartment() refuses what it
 // cannot read as Type/id.
 func (r *resource) rewriteRefs(b *bundle) error {
-	err := eachObject(r.m, func(obj map[string]any, path []string) error {
+	err := eachObject(r.m, func(obj map[string]any, path objectPath) error {
 		if ref, ok := obj["reference"].(string); ok {
 			return r.rewriteRef(b, obj, ref, path)
 		}
@@ -537,7 +537,7 @@ func (r *resource) rewriteRefs(b *bundle) error {
 	// elements' link is (mentionedBinaries); before, such a url named the
 	// Binary and was not seen as naming it. A url that names no entry, or
 	// one that is not a Binary, is kept as written.
-	err = eachObject(r.m, func(obj map[string]any, _ []string) error {
+	err = eachObject(r.m, func(obj map[string]any, _ objectPath) error {
 		u, _ := obj["url"].(string)
 		if u == "" {
 			return nil
@@ -570,7 +570,7 @@ func (r *resource) rewriteRefs(b *bundle) error {
 	})
 }
 
-func (r *resource) rewriteRef(b *bundle, obj map[string]any, ref string, stack []string) error {
+func (r *resource) rewriteRef(b *bundle, obj map[string]any, ref string, stack objectPath) error {
 	if b != nil {
 		if t, ok := b.resolveFullURL(ref); ok {
 			if !r4Types[t.typ] || !validID(t.id) {
@@ -588,7 +588,7 @@ func (r *resource) rewriteRef(b *bundle, obj map[string]any, ref string, stack [
 		}
 	}
 	if strings.HasPrefix(ref, "urn:uuid:") {
-		return r.errf(r.typ+strings.Join(stack, "")+".reference", ErrDangling, "a urn:uuid reference to no entry of the Bundle")
+		return r.errf(r.typ+stack.String()+".reference", ErrDangling, "a urn:uuid reference to no entry of the Bundle")
 	}
 	if b != nil && strings.Contains(ref, "?") {
 		if t, ok := b.resolveConditional(ref); ok {

@@ -393,3 +393,99 @@ func FuzzBundleReading(f *testing.F) {
 		readBothAgree(t, p)
 	})
 }
+
+// plainEachObject is eachObject as it was: each object's names sorted in a
+// new slice, and its path built as strings, member by member.
+func plainEachObject(v any, fn func(obj map[string]any, path []string) error) error {
+	var stack []string
+	var walk func(v any) error
+	walk = func(v any) error {
+		switch v := v.(type) {
+		case map[string]any:
+			if err := fn(v, stack); err != nil {
+				return err
+			}
+			for _, k := range slices.Sorted(maps.Keys(v)) {
+				stack = append(stack, "."+elementName(k))
+				if err := walk(v[k]); err != nil {
+					return err
+				}
+				stack = stack[:len(stack)-1]
+			}
+		case []any:
+			for i, c := range v {
+				stack = append(stack, "["+itoa(i)+"]")
+				if err := walk(c); err != nil {
+					return err
+				}
+				stack = stack[:len(stack)-1]
+			}
+		}
+		return nil
+	}
+	return walk(v)
+}
+
+// TestEachObjectAgreesWithPlain walks every JSON value of the
+// repository's FHIR fixtures (each NDJSON line, each JSON file) with
+// eachObject and with the plain walk, and requires the same objects in the
+// same order at the same paths, and the same stop at an error.
+func TestEachObjectAgreesWithPlain(t *testing.T) {
+	type visit struct {
+		obj  uintptr
+		path string
+	}
+	var values []any
+	for _, root := range []string{"testdata", "../minimize/testdata", "../testdata"} {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".json") && !strings.HasSuffix(p, ".ndjson") {
+				return err
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			dec := json.NewDecoder(bytes.NewReader(data))
+			dec.UseNumber()
+			for {
+				var v any
+				if dec.Decode(&v) != nil {
+					return nil
+				}
+				values = append(values, v)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Names elementName writes as "?", and arrays of arrays.
+	var odd any
+	if err := json.Unmarshal([]byte(`{"":{"a":{}},"a b":[{},[{"z":{}},{}]],"_x":{"y":[1,{"k":{}}]},"Z":{},"ñ":{},"1a":{"b":[[[{}]]]}}`), &odd); err != nil {
+		t.Fatal(err)
+	}
+	values = append(values, odd)
+	if len(values) < 100 {
+		t.Fatalf("read %d JSON values from the fixtures, want at least 100", len(values))
+	}
+	visits := 0
+	for _, v := range values {
+		for _, stopAt := range []int{-1, 7} { // walk it all; stop at the seventh object
+			var got, want []visit
+			record := func(into *[]visit, obj map[string]any, path string) error {
+				*into = append(*into, visit{reflect.ValueOf(obj).Pointer(), path})
+				if len(*into) == stopAt {
+					return errTooMany
+				}
+				return nil
+			}
+			gotErr := eachObject(v, func(obj map[string]any, path objectPath) error { return record(&got, obj, path.String()) })
+			wantErr := plainEachObject(v, func(obj map[string]any, path []string) error { return record(&want, obj, strings.Join(path, "")) })
+			if !slices.Equal(got, want) || gotErr != wantErr {
+				t.Fatalf("eachObject visited %v (%v), the plain walk %v (%v)", got, gotErr, want, wantErr)
+			}
+			visits += len(got)
+		}
+	}
+	t.Logf("%d values, %d objects visited", len(values), visits)
+}
