@@ -205,9 +205,24 @@ func (e *entry) fromEnvelope(env map[string]any) {
 
 // decodeNumbered decodes v, one JSON value, as a json.Decoder with
 // UseNumber does (fhirr4.Check reads numbers so).
+// An object of strings alone (an entry's request, its search) is decoded
+// by the walk: its members in order, the last of a repeated name counting.
 func decodeNumbered(v []byte) (any, error) {
-	if v[0] == '"' {
+	switch v[0] {
+	case '"':
 		return jsonString(v), nil
+	case '{':
+		m := map[string]any{}
+		flat := true
+		members(v, 0, func(name []byte, vs, ve int) bool {
+			if flat = v[vs] == '"'; flat {
+				m[jsonString(name)] = jsonString(v[vs:ve])
+			}
+			return flat
+		})
+		if flat {
+			return m, nil
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(v))
 	dec.UseNumber()
