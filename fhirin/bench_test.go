@@ -75,14 +75,37 @@ func BenchmarkReadBulk(b *testing.B) {
 // Bundle (each entry a fullUrl, its resource and a PUT request): the cost
 // of the Bundle reader, its envelope included.
 func BenchmarkReadBundle(b *testing.B) {
+	n, all, _ := bulkEntries(b)
+	path := filepath.Join(b.TempDir(), "bundle.json")
+	writeTransaction(b, path, all)
+	benchRead(b, path, n)
+}
+
+// BenchmarkReadBundles reads the same 10,000 resources as a directory of
+// transaction Bundles, one a patient (its Patient, Encounter, Condition,
+// DocumentReference and Observations), as Synthea writes them.
+func BenchmarkReadBundles(b *testing.B) {
+	n, _, byPatient := bulkEntries(b)
+	dir := b.TempDir()
+	for patient, es := range byPatient {
+		writeTransaction(b, filepath.Join(dir, patient+".json"), es)
+	}
+	benchRead(b, dir, n)
+}
+
+// bulkEntries writes the Bulk export of BenchmarkReadBulk and returns the
+// number of its resources and each as a transaction Bundle's entry, in
+// the order of the files' names and lines, all of them and by patient (the
+// first 8 characters of every id of a patient's resources).
+func bulkEntries(b *testing.B) (n int, all []string, byPatient map[string][]string) {
 	bulk := b.TempDir()
-	n := writeBulkExport(b, bulk, 10_000)
+	n = writeBulkExport(b, bulk, 10_000)
 	files, err := filepath.Glob(filepath.Join(bulk, "*.ndjson"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	slices.Sort(files)
-	var entries []string
+	byPatient = map[string][]string{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -94,15 +117,21 @@ func BenchmarkReadBundle(b *testing.B) {
 				b.Fatal(err)
 			}
 			url := head.ResourceType + "/" + head.ID
-			entries = append(entries, `{"fullUrl":"https://ehr.example.org/fhir/`+url+`","resource":`+strings.TrimSpace(line)+`,"request":{"method":"PUT","url":"`+url+`"}}`)
+			e := `{"fullUrl":"https://ehr.example.org/fhir/` + url + `","resource":` + strings.TrimSpace(line) + `,"request":{"method":"PUT","url":"` + url + `"}}`
+			all = append(all, e)
+			byPatient[head.ID[:8]] = append(byPatient[head.ID[:8]], e)
 		}
 	}
-	path := filepath.Join(b.TempDir(), "bundle.json")
+	return n, all, byPatient
+}
+
+// writeTransaction writes a transaction Bundle of entries to path, an
+// entry a line.
+func writeTransaction(b *testing.B, path string, entries []string) {
 	body := `{"resourceType":"Bundle","type":"transaction","entry":[` + "\n" + strings.Join(entries, ",\n") + "\n]}\n"
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	benchRead(b, path, n)
 }
 
 // benchRead reads path, which holds n resources, in every iteration.

@@ -147,56 +147,9 @@ type coding struct {
 func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 	w := where(s, line)
 	b := &bundle{byFullURL: map[string]refTarget{}, byIdentifier: map[string]refTarget{}}
-	var entries []*entry
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()                        // as fhirr4.Check reads numbers
-	if _, err := dec.Token(); err != nil { // '{': raw is a checked JSON object
+	envelope, entries, err := bundleReading.split(raw, line)
+	if err != nil {
 		return newError(w, "Bundle", ErrJSON, "not a JSON object")
-	}
-	notJSON := func() error { return newError(w, "Bundle", ErrJSON, "not a JSON object") }
-	envelope := map[string]any{}
-	var envEntries []any
-	lineAt, counted := line, 0
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return notJSON()
-		}
-		key, _ := tok.(string)
-		if key != "entry" {
-			var v any
-			if err := dec.Decode(&v); err != nil {
-				return notJSON()
-			}
-			envelope[key] = v
-			continue
-		}
-		t, err := dec.Token()
-		if err != nil {
-			return notJSON()
-		}
-		if t != json.Delim('[') {
-			envelope[key] = t // not an array: Check says so
-			if err := skipOpened(dec, t); err != nil {
-				return notJSON()
-			}
-			continue
-		}
-		for dec.More() {
-			e, env, start, err := readEntry(dec)
-			if err != nil {
-				return notJSON()
-			}
-			lineAt += bytes.Count(raw[counted:start], []byte{'\n'})
-			counted = start
-			e.line = lineAt
-			entries = append(entries, e)
-			envEntries = append(envEntries, env)
-		}
-		if _, err := dec.Token(); err != nil {
-			return notJSON()
-		}
-		envelope[key] = envEntries
 	}
 	if ps := fhirr4.Check(envelope); len(ps) > 0 {
 		if i, ok := entryIndex(ps[0].Path); ok && i < len(entries) {
@@ -262,75 +215,6 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 // reading as an empty object.
 var placeholder = map[string]any{"resourceType": "Parameters"}
 
-// readEntry reads one Bundle.entry from dec: the entry, its envelope for
-// fhirr4.Check (its members with placeholder for a resource that is an
-// object; a value that is not an object as it is, for Check to refuse)
-// and the offset it starts at.
-func readEntry(dec *json.Decoder) (*entry, any, int, error) {
-	e := &entry{}
-	tok, err := dec.Token()
-	start := int(dec.InputOffset()) - 1 // its '{', when it is an object
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	if tok != json.Delim('{') {
-		return e, tok, start, skipOpened(dec, tok)
-	}
-	env := map[string]any{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		key, _ := tok.(string)
-		if key == "resource" {
-			var r json.RawMessage
-			if err := dec.Decode(&r); err != nil {
-				return nil, nil, 0, err
-			}
-			if r[0] == '{' {
-				e.Resource, env[key] = r, placeholder
-				continue
-			}
-			var v any // not a resource: Check says so
-			_ = json.Unmarshal(r, &v)
-			env[key] = v
-			continue
-		}
-		var v any
-		if err := dec.Decode(&v); err != nil {
-			return nil, nil, 0, err
-		}
-		env[key] = v
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, nil, 0, err
-	}
-	// What the reader reads of the entry, once Check has found each
-	// of the JSON kind R4 gives it.
-	e.FullURL, _ = env["fullUrl"].(string)
-	if req, ok := env["request"].(map[string]any); ok {
-		e.Request = &entryRequest{}
-		e.Request.Method, _ = req["method"].(string)
-		e.Request.URL, _ = req["url"].(string)
-		e.Request.IfNoneExist, _ = req["ifNoneExist"].(string)
-	}
-	if search, ok := env["search"].(map[string]any); ok {
-		e.Search = &entrySearch{}
-		e.Search.Mode, _ = search["mode"].(string)
-	}
-	return e, env, start, nil
-}
-
-// skipOpened consumes the rest of the JSON value that tok, read, starts:
-// nothing for a scalar.
-func skipOpened(dec *json.Decoder, tok json.Token) error {
-	if tok == json.Delim('{') || tok == json.Delim('[') {
-		return skipRest(dec, 1)
-	}
-	return nil
-}
-
 // list is v as a JSON array ([]any), nil for anything else.
 func list(v any) []any {
 	a, _ := v.([]any)
@@ -361,21 +245,17 @@ func (b *bundle) index(s *source, entries []*entry, resolve func() error) error 
 			continue
 		}
 		path := "Bundle.entry[" + itoa(i) + "].resource"
-		var head struct {
-			ResourceType string          `json:"resourceType"`
-			ID           string          `json:"id"`
-			Identifier   json.RawMessage `json:"identifier"`
-		}
-		if err := json.Unmarshal(e.Resource, &head); err != nil {
+		head, err := bundleReading.head(e.Resource, true, true)
+		if err != nil {
 			return newError(where(s, e.line), path, ErrJSON, "not a resource object")
 		}
-		e.typ, e.id = head.ResourceType, head.ID
+		e.typ, e.id = head.typ, head.id
 		if e.id == "" {
 			if u, ok := strings.CutPrefix(e.FullURL, "urn:uuid:"); ok {
 				e.id = strings.ToLower(u)
 			}
 		}
-		e.identifiers = identifiersOf(head.Identifier)
+		e.identifiers = identifiersOf(head.identifier)
 	}
 	if err := resolve(); err != nil {
 		return err
@@ -642,7 +522,7 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 // written: where it decides a compartment, compartment() refuses what it
 // cannot read as Type/id.
 func (r *resource) rewriteRefs(b *bundle) error {
-	err := eachObject(r.m, func(obj map[string]any, path []string) error {
+	err := eachObject(r.m, func(obj map[string]any, path objectPath) error {
 		if ref, ok := obj["reference"].(string); ok {
 			return r.rewriteRef(b, obj, ref, path)
 		}
@@ -657,7 +537,7 @@ func (r *resource) rewriteRefs(b *bundle) error {
 	// elements' link is (mentionedBinaries); before, such a url named the
 	// Binary and was not seen as naming it. A url that names no entry, or
 	// one that is not a Binary, is kept as written.
-	err = eachObject(r.m, func(obj map[string]any, _ []string) error {
+	err = eachObject(r.m, func(obj map[string]any, _ objectPath) error {
 		u, _ := obj["url"].(string)
 		if u == "" {
 			return nil
@@ -690,7 +570,7 @@ func (r *resource) rewriteRefs(b *bundle) error {
 	})
 }
 
-func (r *resource) rewriteRef(b *bundle, obj map[string]any, ref string, stack []string) error {
+func (r *resource) rewriteRef(b *bundle, obj map[string]any, ref string, stack objectPath) error {
 	if b != nil {
 		if t, ok := b.resolveFullURL(ref); ok {
 			if !r4Types[t.typ] || !validID(t.id) {
@@ -708,7 +588,7 @@ func (r *resource) rewriteRef(b *bundle, obj map[string]any, ref string, stack [
 		}
 	}
 	if strings.HasPrefix(ref, "urn:uuid:") {
-		return r.errf(r.typ+strings.Join(stack, "")+".reference", ErrDangling, "a urn:uuid reference to no entry of the Bundle")
+		return r.errf(r.typ+stack.String()+".reference", ErrDangling, "a urn:uuid reference to no entry of the Bundle")
 	}
 	if b != nil && strings.Contains(ref, "?") {
 		if t, ok := b.resolveConditional(ref); ok {

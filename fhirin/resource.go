@@ -38,10 +38,17 @@ func (r *resource) errf(path string, sentinel error, format string, args ...any)
 	return e
 }
 
-// unit reads one top-level JSON value: a resource or a Bundle.
-func (rd *reader) unit(s *source, line int, raw []byte) error {
+// unit reads one top-level JSON value: a resource or a Bundle; checked,
+// raw is one a json.Decoder decoded (a JSON file's), else it may be
+// anything (an NDJSON line).
+func (rd *reader) unit(s *source, line int, raw []byte, checked bool) error {
+	var h head
+	var headErr error
+	if s.wantType == "" || s.wantType == "Bundle" {
+		h, headErr = bundleReading.head(raw, checked, false)
+	}
 	if s.wantType == "" {
-		bundle := isBundle(raw)
+		bundle := headErr == nil && h.typ == "Bundle" // a value that does not decode is not: the phase of resources reports it
 		if !rd.kindsKnown {
 			if rd.kinds == nil {
 				rd.kinds = map[string]uint8{}
@@ -75,13 +82,10 @@ func (rd *reader) unit(s *source, line int, raw []byte) error {
 	}
 	typ := s.wantType
 	if typ == "" || typ == "Bundle" {
-		var head struct {
-			ResourceType string `json:"resourceType"`
+		if headErr != nil {
+			return jsonErr(w, raw, headErr)
 		}
-		if err := json.Unmarshal(raw, &head); err != nil {
-			return jsonErr(w, raw, err)
-		}
-		typ = head.ResourceType
+		typ = h.typ
 		if typ == "" && sniff(bytes.NewReader(raw)) == FormatExportManifest {
 			// Read as a resource in a directory: name it for what it is.
 			return newError(w, "", ErrFormat, "an $export manifest, not a resource: import the manifest itself (it lists the export's files and names its server), not its directory")
@@ -120,15 +124,6 @@ func structureError(w, entry string, ps []fhirr4.Problem) *Error {
 	e := newError(w, ps[0].Path, structureErrs[ps[0].Kind], "%s%s", ps[0].What, more)
 	e.Entry = entry
 	return e
-}
-
-// isBundle reports whether raw, one top-level JSON value, is a Bundle (a
-// value that does not decode is not: the phase of resources reports it).
-func isBundle(raw []byte) bool {
-	var head struct {
-		ResourceType string `json:"resourceType"`
-	}
-	return json.Unmarshal(raw, &head) == nil && head.ResourceType == "Bundle"
 }
 
 // unitKind is what reader.kinds notes of a file holding a Bundle
