@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gabriel-vasile/mimetype"
+	"golang.org/x/net/html/charset"
+	"golang.org/x/text/encoding"
 	"golang.org/x/text/encoding/charmap"
 	"golang.org/x/text/encoding/ianaindex"
 
@@ -171,19 +173,61 @@ func (r *resource) attachmentData(obj map[string]any, path, ctField string) ([]b
 
 // attachmentBytes checks attachment bytes against their declared
 // contentType and returns the bytes and media type to store: text in
-// ISO-8859-1 or windows-1252 transcoded to UTF-8 (textToUTF8), then
-// checked by checkMIME. What it accepts, the store accepts
-// (store.CheckAttachment; TestAttachmentAgreesWithStore).
+// ISO-8859-1 or windows-1252 transcoded to UTF-8 (textToUTF8), an RTF
+// that would be rewritten or refused so kept as it is under
+// application/rtf (keptRTF), then checked by checkMIME. What it accepts,
+// the store accepts (store.CheckAttachment; TestAttachmentAgreesWithStore).
 func attachmentBytes(declared string, data []byte) ([]byte, string, error) {
-	declared, data, err := textToUTF8(declared, data)
+	text, out, err := textToUTF8(declared, data)
+	if (err != nil || !bytes.Equal(out, data)) && keptRTF(declared, data) {
+		text, out, err = "application/rtf", data, nil
+	}
 	if err != nil {
 		return nil, "", err
 	}
-	mt, err := checkMIME(declared, data)
+	mt, err := checkMIME(text, out)
 	if err != nil {
 		return nil, "", err
 	}
-	return data, mt, nil
+	return out, mt, nil
+}
+
+// keptRTF reports whether an attachment declared declared, whose bytes
+// textToUTF8 refuses or would rewrite, is an RTF document stored with its
+// bytes as they are, under application/rtf: text/rtf whose bytes are RTF
+// (isRTF). RTF is 7-bit text whose 8-bit bytes are characters of the
+// code page the document declares in-band (RTF 1.9.1, "Character Set":
+// \ansicpgN; a byte >= 0x80 means the same as its escape \'hh), not of
+// a MIME charset: transcoding it would make an RTF reader render each
+// byte of a UTF-8 sequence as a character of that code page ("M\xfcller"
+// under \ansicpg1252 is Müller; transcoded, MÃ¼ller), and the store
+// keeps text/* as UTF-8 (store.CheckAttachment). application/rtf is the
+// same registered type (mimetype's alias of text/rtf), and a type that is
+// not text/* is stored and served as its bytes: the content digest is the
+// source's bytes' digest, an RTF reader renders the served bytes as it
+// renders the source, and minimization treats it as binary (released
+// whole or withheld, minimize.IsBinary), never as text.
+func keptRTF(declared string, data []byte) bool {
+	mt, _, err := mime.ParseMediaType(declared)
+	return err == nil && mt == "text/rtf" && isRTF(data)
+}
+
+// rtfMediaType reports whether mt names RTF (text/rtf, or its alias
+// application/rtf).
+func rtfMediaType(mt string) bool { return mt == "text/rtf" || mt == "application/rtf" }
+
+// utf8BOM is the UTF-8 byte order mark.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
+// isRTF reports whether data is an RTF document: after an optional UTF-8
+// byte order mark and whitespace, it opens with "{\rtf" (RTF 1.9.1: a
+// document is the group "{\rtf1 ...}"). github.com/gabriel-vasile/mimetype
+// recognizes RTF by the same signature (magic.Rtf), but only at offset 0:
+// it read a note after a byte order mark or a line break, as Epic's and
+// Oracle Health's exports hold them, as text/plain.
+func isRTF(data []byte) bool {
+	rest := bytes.TrimLeft(bytes.TrimPrefix(data, utf8BOM), " \t\r\n")
+	return bytes.HasPrefix(rest, []byte("{\\rtf"))
 }
 
 // textCharsets are the charsets of text attachments textToUTF8 takes, by
@@ -212,8 +256,10 @@ var textCharsets = map[string]*charmap.Charmap{
 // transcoded with golang.org/x/text/encoding/charmap and the charset
 // parameter becomes utf-8; UTF-8 and US-ASCII text (or text without a
 // charset) must be valid UTF-8. Any other charset is refused, as are bytes
-// that are not in the declared charset; nothing is guessed. Other types
-// pass unchanged (a parse error is checkMIME's to report).
+// that are not in the declared charset; nothing is guessed. HTML without a
+// charset parameter whose bytes are not UTF-8 is read in the encoding the
+// document itself declares (htmlEncoding), as a browser reads it. Other
+// types pass unchanged (a parse error is checkMIME's to report).
 func textToUTF8(declared string, data []byte) (string, []byte, error) {
 	mt, params, err := mime.ParseMediaType(declared)
 	if err != nil || !strings.HasPrefix(mt, "text/") {
@@ -224,6 +270,10 @@ func textToUTF8(declared string, data []byte) (string, []byte, error) {
 	switch {
 	case named && !known:
 		return "", nil, errCharset
+	case cm == nil && !utf8.Valid(data) && !named && mt == "text/html":
+		if cm, err = htmlEncoding(data); err != nil {
+			return "", nil, err
+		}
 	case cm == nil:
 		if !utf8.Valid(data) {
 			if !named {
@@ -243,6 +293,44 @@ func textToUTF8(declared string, data []byte) (string, []byte, error) {
 	params = maps.Clone(params)
 	params["charset"] = "utf-8"
 	return mime.FormatMediaType(mt, params), out, nil
+}
+
+// htmlEncoding is the encoding an HTML document that is not UTF-8 declares
+// for itself, determined as a browser determines it when the transport
+// names none (WHATWG HTML, "Determining the character encoding": a byte
+// order mark, then the <meta charset> or <meta http-equiv="Content-Type">
+// prescan of the first 1024 bytes), with golang.org/x/net/html/charset,
+// whose labels are WHATWG's (ISO-8859-1, latin1 and US-ASCII all name
+// windows-1252, as browsers read them). It is windows-1252 or an error:
+//   - errNotUTF8Undeclared when the document declares nothing (or a label
+//     WHATWG does not know): DetermineEncoding then guesses (UTF-8 or
+//     windows-1252, returned as encoding.Nop and charmap.Windows1252
+//     themselves, where a declaration is looked up and wrapped), and
+//     custos does not guess;
+//   - errNotUTF8 when it declares UTF-8 (its bytes are not);
+//   - an encodingError naming the encoding (WHATWG's name for it, never the
+//     document's words) for any other (UTF-16 by its byte order mark,
+//     Shift_JIS, ISO-8859-15, ...).
+func htmlEncoding(data []byte) (*charmap.Charmap, error) {
+	enc, name, certain := charset.DetermineEncoding(data, "text/html")
+	switch {
+	case !certain && (enc == encoding.Nop || enc == charmap.Windows1252):
+		return nil, errNotUTF8Undeclared
+	case name == "utf-8":
+		return nil, errNotUTF8
+	case name == "windows-1252":
+		return charmap.Windows1252, nil
+	}
+	return nil, encodingError(name)
+}
+
+// encodingError is an HTML document's declared encoding that custos does
+// not take; it holds WHATWG's name of the encoding (htmlindex), never the
+// document's own label.
+type encodingError string
+
+func (e encodingError) Error() string {
+	return "the HTML declares the encoding " + string(e) + ", which is none of utf-8, windows-1252 (or iso-8859-1, us-ascii, which name it)"
 }
 
 // decodeBase64 decodes FHIR base64Binary, which may hold whitespace.
@@ -359,9 +447,13 @@ func listedMediaType(mt string, params map[string]string, data []byte) string {
 //     text/xml, and any text accepted under application/cda+xml;
 //   - the declared type is application/json or ends in +json and the
 //     bytes are not valid JSON;
+//   - the declared type is RTF (text/rtf, application/rtf) and the bytes,
+//     after an optional byte order mark and whitespace, do not open with
+//     "{\rtf" (isRTF; the library looks only at offset 0);
 //   - the declared type is one the library knows, and the detected type is
 //     neither it nor a descendant of it (text/html and text/csv descend from
-//     text/plain; everything descends from application/octet-stream);
+//     text/plain; everything descends from application/octet-stream), except
+//     that text/html holds any text (a plain sentence is an HTML body);
 //   - the declared type is unknown to the library and text/*, and the bytes
 //     are not text;
 //   - the declared type is unknown to the library and not text, and the
@@ -391,6 +483,20 @@ func checkMIME(declared string, data []byte) (string, error) {
 			return listedMediaType(mt, params, data), nil
 		}
 		isText = isText || m.Is("text/plain")
+	}
+	switch {
+	case mt == "text/html" && isText:
+		// Text without a tag is an HTML document all the same (WHATWG
+		// HTML: the parser puts it in the body, as a text node): notes
+		// hold a plain sentence under text/html, which the library
+		// detects as text/plain (or, with commas on every line, text/csv).
+		// Bytes that are not text (a PDF, an executable) are still
+		// refused below.
+		return listedMediaType(mt, params, data), nil
+	case rtfMediaType(mt):
+		if isRTF(data) {
+			return listedMediaType(mt, params, data), nil
+		}
 	}
 	if mimetype.Lookup(mt) == nil {
 		switch {

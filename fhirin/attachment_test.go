@@ -31,7 +31,26 @@ var attachmentSamples = map[string][]byte{
 	"bad-json":    []byte(`{"resourceType":`),
 	"hl7v2":       []byte("MSH|^~\\&|EPIC|\r"),
 	"binary":      {0, 1, 2, 3, 0xff, 0xfe},
-	"empty":       {},
+	// RTF as Epic and Oracle Health export it: 8-bit bytes in the code
+	// page it declares (\ansicpg1252), after a byte order mark, after
+	// whitespace.
+	"rtf":            []byte("{\\rtf1\\ansi\\deff0 Progress note\\par}"),
+	"rtf-cp1252":     []byte("{\\rtf1\\ansi\\ansicpg1252\\deff0 Dr. M\xfcller \x96 progress note\\par}"),
+	"rtf-bom":        []byte("\xef\xbb\xbf{\\rtf1\\ansi Progress note\\par}"),
+	"rtf-space":      []byte("\r\n \t{\\rtf1\\ansi Progress note\\par}"),
+	"rtf-bom-cp1252": []byte("\xef\xbb\xbf\r\n{\\rtf1\\ansi\\ansicpg1252 M\xfcller\\par}"),
+	// HTML declaring its charset only in the document.
+	"html-meta-latin1":  []byte(`<html><head><meta charset="iso-8859-1"></head><body>M` + "\xfc" + `ller</body></html>`),
+	"html-equiv-cp1252": []byte(`<html><head><meta http-equiv="Content-Type" content="text/html; charset=windows-1252"></head><body>` + "\x93ok\x94" + `</body></html>`),
+	"html-undeclared":   []byte("<html><body>M\xfcller</body></html>"),
+	"html-meta-utf8":    []byte(`<html><head><meta charset="utf-8"></head><body>M` + "\xfc" + `ller</body></html>`),
+	"html-meta-sjis":    []byte(`<html><head><meta charset="x-sjis"></head><body>` + "\x82\xa0" + `</body></html>`),
+	"html-meta-hole":    []byte(`<html><head><meta charset="windows-1252"></head><body>` + "\x81" + `</body></html>`),
+	"html-meta-valid":   []byte(`<html><head><meta charset="iso-8859-1"></head><body>Müller</body></html>`),
+	"html-utf16":        []byte("\xff\xfe<\x00p\x00>\x00"),
+	"elf":               []byte("\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x3e\x00"),
+	"csv-like":          []byte("Temp 37.2, BP 120/80\nPulse 72, RR 16\nSpO2 98, pain 0\n"),
+	"empty":             {},
 }
 
 // attachmentTypes are declared contentTypes of the same kinds.
@@ -43,6 +62,7 @@ var attachmentTypes = []string{
 	"application/xml", "application/hl7-v3+xml", "application/cda+xml", "application/json", "application/fhir+json",
 	"application/hl7-v2", "application/x-custom", "Text/Plain", "not a type", "",
 	"application/pdf; name=Evelyn_Marsh.pdf", `text/plain; charset=utf-8; filename="Evelyn Marsh.txt"`, "application/xml; charset=Evelyn",
+	"text/rtf", "application/rtf", "text/rtf; charset=windows-1252", "text/rtf; charset=shift_jis", "text/html; charset=utf-8",
 }
 
 // checkAgreement fails t if the reader accepts an attachment that the
@@ -88,13 +108,7 @@ func FuzzAttachmentAgreesWithStore(f *testing.F) {
 // as image/jpeg; +json checked as JSON.
 func TestAttachmentBytes(t *testing.T) {
 	s := attachmentSamples
-	for _, tc := range []struct {
-		declared string
-		data     []byte
-		wantType string // "" = refused with wantErr
-		wantData string // "" = the input
-		wantErr  error
-	}{
+	checkAttachmentCases(t, []attachmentCase{
 		{"application/octet-stream", s["pdf"], "application/octet-stream", "", nil},
 		{"application/octet-stream", s["binary"], "application/octet-stream", "", nil},
 		{"text/plain; charset=ISO-8859-1", s["text-latin1"], "text/plain; charset=utf-8", "Café au lait spots, 2 cm.\n", nil},
@@ -117,7 +131,25 @@ func TestAttachmentBytes(t *testing.T) {
 		{"application/pdf; name=Evelyn_Marsh.pdf", s["pdf"], "application/pdf", "", nil},
 		{`text/plain; charset=ISO-8859-1; filename="Evelyn Marsh.txt"`, s["text-latin1"], "text/plain; charset=utf-8", "Café au lait spots, 2 cm.\n", nil},
 		{"application/xml; charset=Evelyn", s["xml"], "application/xml", "", nil},
-	} {
+	}, "shift_jis")
+}
+
+// attachmentCase is what attachmentBytes does with declared and data:
+// accepts it as wantType with the bytes wantData ("" = the input), or
+// refuses it (wantType "") with wantErr (nil = any error).
+type attachmentCase struct {
+	declared string
+	data     []byte
+	wantType string
+	wantData string
+	wantErr  error
+}
+
+// checkAttachmentCases runs attachmentBytes on every case, and fails t
+// when an error holds quoted (words of the input no error may quote).
+func checkAttachmentCases(t *testing.T, cases []attachmentCase, quoted string) {
+	t.Helper()
+	for _, tc := range cases {
 		out, mt, err := attachmentBytes(tc.declared, tc.data)
 		want := tc.wantData
 		if want == "" {
@@ -131,9 +163,78 @@ func TestAttachmentBytes(t *testing.T) {
 		case tc.wantType != "" && (err != nil || mt != tc.wantType || string(out) != want):
 			t.Errorf("%q with %q: %q %q %v, want %q %q", tc.declared, tc.data, mt, out, err, tc.wantType, want)
 		}
-		if err != nil && strings.Contains(err.Error(), "shift_jis") {
-			t.Errorf("the error quotes the declared charset: %v", err)
+		if err != nil && strings.Contains(err.Error(), quoted) {
+			t.Errorf("the error quotes the input (%q): %v", quoted, err)
 		}
+	}
+}
+
+// TestAttachmentRTF: an RTF is never rewritten. Its 8-bit bytes are
+// characters of the code page it declares in-band (\ansicpg1252), which
+// the reader refused as text that is not UTF-8 (declared text/rtf), or
+// transcoded as a MIME charset (text/rtf; charset=windows-1252), after
+// which an RTF reader renders "Müller" as "MÃ¼ller". Such an RTF is kept
+// byte for byte under application/rtf (not text/*, which the store keeps
+// as UTF-8); a 7-bit one stays text/rtf. An RTF after a byte order mark or
+// whitespace, which mimetype reads as text/plain, is RTF. Bytes that are
+// not RTF are still refused under either RTF type.
+func TestAttachmentRTF(t *testing.T) {
+	s := attachmentSamples
+	checkAttachmentCases(t, []attachmentCase{
+		{"text/rtf", s["rtf-cp1252"], "application/rtf", "", nil},
+		{"text/rtf; charset=windows-1252", s["rtf-cp1252"], "application/rtf", "", nil},
+		{"text/rtf; charset=utf-8", s["rtf-cp1252"], "application/rtf", "", nil},
+		{"application/rtf", s["rtf-cp1252"], "application/rtf", "", nil},
+		{"text/rtf", s["rtf"], "text/rtf", "", nil},
+		{"text/rtf; charset=windows-1252", s["rtf"], "text/rtf; charset=utf-8", "", nil},
+		{"text/rtf", s["rtf-bom"], "text/rtf", "", nil},
+		{"application/rtf", s["rtf-bom"], "application/rtf", "", nil},
+		{"text/rtf", s["rtf-space"], "text/rtf", "", nil},
+		{"text/rtf", s["rtf-bom-cp1252"], "application/rtf", "", nil},
+		{"text/rtf", s["pdf"], "", "", nil},
+		{"text/rtf", s["text"], "", "", nil},
+		{"text/rtf", s["text-cp1252"], "", "", errNotUTF8Undeclared},
+		{"application/rtf", s["pdf"], "", "", nil},
+		{"application/rtf", s["binary"], "", "", nil},
+		{"text/rtf", []byte("rtf\n{\\rtf1 x}"), "", "", nil},
+	}, "Müller")
+}
+
+// TestAttachmentHTMLEncoding: HTML whose contentType names no charset is
+// read in the encoding the document declares (a byte order mark, a
+// <meta charset> or <meta http-equiv="Content-Type">: WHATWG's prescan,
+// golang.org/x/net/html/charset), as a browser reads it; the reader
+// refused it when its bytes were not UTF-8 ("the text is not utf-8 and
+// declares no charset"). windows-1252 (which WHATWG's iso-8859-1 names)
+// is transcoded to UTF-8, and the stored type says so. A document that
+// declares nothing is not guessed; one that declares UTF-8 must be UTF-8;
+// any other encoding is refused, naming it by WHATWG's name (the label
+// x-sjis is Shift_JIS), never the document's words. UTF-8 bytes are kept
+// as before, whatever the document says. Text without a tag is an HTML
+// body (the reader refused it: "the bytes are text/plain, not
+// text/html"); bytes that are not text are not.
+func TestAttachmentHTMLEncoding(t *testing.T) {
+	s := attachmentSamples
+	checkAttachmentCases(t, []attachmentCase{
+		{"text/html", s["html-meta-latin1"], "text/html; charset=utf-8", `<html><head><meta charset="iso-8859-1"></head><body>Müller</body></html>`, nil},
+		{"text/html", s["html-equiv-cp1252"], "text/html; charset=utf-8", `<html><head><meta http-equiv="Content-Type" content="text/html; charset=windows-1252"></head><body>“ok”</body></html>`, nil},
+		{"text/html", s["html-undeclared"], "", "", errNotUTF8Undeclared},
+		{"text/html", s["html-meta-utf8"], "", "", errNotUTF8},
+		{"text/html", s["html-meta-sjis"], "", "", encodingError("shift_jis")},
+		{"text/html", s["html-utf16"], "", "", encodingError("utf-16le")},
+		{"text/html", s["html-meta-hole"], "", "", errNotInCharset},
+		{"text/html", s["html-meta-valid"], "text/html", "", nil},
+		{"text/html; charset=utf-8", s["html-meta-latin1"], "", "", errNotUTF8},
+		{"text/html; charset=iso-8859-1", s["html-meta-latin1"], "text/html; charset=utf-8", `<html><head><meta charset="iso-8859-1"></head><body>Müller</body></html>`, nil},
+		{"text/plain", s["html-meta-latin1"], "", "", errNotUTF8Undeclared},
+		{"text/html", s["text"], "text/html", "", nil},
+		{"text/html", s["csv-like"], "text/html", "", nil},
+		{"text/html", s["pdf"], "", "", nil},
+		{"text/html", s["elf"], "", "", nil},
+		{"text/html", s["binary"], "", "", nil},
+	}, "x-sjis")
+	if _, _, err := attachmentBytes("text/html", s["html-meta-sjis"]); err == nil || !strings.Contains(err.Error(), "shift_jis") {
+		t.Errorf("Shift_JIS HTML: %v, want an error naming the encoding", err)
 	}
 }
 

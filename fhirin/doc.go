@@ -122,7 +122,12 @@
 //     (TestBodyLabelsAgreesWithRead).
 //   - Attachment bytes agree with their declared contentType (checked with
 //     github.com/gabriel-vasile/mimetype; an XML type the library does not
-//     detect, a document without an XML declaration, by encoding/xml), and
+//     detect, a document without an XML declaration, by encoding/xml; RTF
+//     by its "{\rtf" after an optional byte order mark and whitespace),
+//     text is stored as UTF-8 (a declared charset, or for HTML without one
+//     the encoding the document declares, WHATWG's prescan by
+//     golang.org/x/net/html/charset), an RTF is never rewritten (one that
+//     is not UTF-8 text is kept byte for byte under application/rtf), and
 //     inline data never stays in a carrier: it is replaced by the link
 //     Options.Link returns.
 //   - Errors name file:line and the FHIR path (and the Bundle entry, when
