@@ -3,6 +3,7 @@ package fhirin
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"unicode/utf8"
 )
 
@@ -122,7 +123,7 @@ func splitBundle(raw []byte, line int) (map[string]any, []*entry, error) {
 			envelope[key], err = decodeNumbered(raw[vs:ve])
 			return err == nil
 		}
-		if raw[vs] != '[' {
+		if vs == ve || raw[vs] != '[' {
 			// What json.Decoder.Token gives: not an array, Check says so.
 			envelope[key], err = tokenOf(raw[vs:ve])
 			return err == nil
@@ -149,6 +150,11 @@ func splitBundle(raw []byte, line int) (map[string]any, []*entry, error) {
 	return envelope, entries, nil
 }
 
+// errNoValue: the walk found no value where JSON holds one. The walk reads
+// only JSON encoding/json has checked, where it cannot happen; on other
+// bytes it fails with this rather than indexing past the end.
+var errNoValue = errors.New("fhirin: no JSON value where the walk expected one")
+
 // errNotObject: splitBundle was given something other than a JSON object.
 var errNotObject = &json.UnmarshalTypeError{Value: "non-object"}
 
@@ -158,6 +164,9 @@ var errNotObject = &json.UnmarshalTypeError{Value: "non-object"}
 // to refuse).
 func readEntry(raw []byte) (*entry, any, error) {
 	e := &entry{}
+	if len(raw) == 0 {
+		return nil, nil, errNoValue
+	}
 	if raw[0] != '{' {
 		tok, err := tokenOf(raw)
 		return e, tok, err
@@ -167,6 +176,10 @@ func readEntry(raw []byte) (*entry, any, error) {
 	members(raw, 0, func(name []byte, vs, ve int) bool {
 		key := jsonString(name)
 		v := raw[vs:ve]
+		if len(v) == 0 {
+			err = errNoValue
+			return false
+		}
 		if key == "resource" {
 			if v[0] == '{' {
 				e.Resource, env[key] = v, placeholder
@@ -208,6 +221,9 @@ func (e *entry) fromEnvelope(env map[string]any) {
 // An object of strings alone (an entry's request, its search) is decoded
 // by the walk: its members in order, the last of a repeated name counting.
 func decodeNumbered(v []byte) (any, error) {
+	if len(v) == 0 {
+		return nil, errNoValue
+	}
 	switch v[0] {
 	case '"':
 		return jsonString(v), nil
@@ -215,7 +231,7 @@ func decodeNumbered(v []byte) (any, error) {
 		m := map[string]any{}
 		flat := true
 		members(v, 0, func(name []byte, vs, ve int) bool {
-			if flat = v[vs] == '"'; flat {
+			if flat = vs < ve && v[vs] == '"'; flat {
 				m[jsonString(name)] = jsonString(v[vs:ve])
 			}
 			return flat
@@ -234,7 +250,7 @@ func decodeNumbered(v []byte) (any, error) {
 // tokenOf is the token json.Decoder.Token (with UseNumber) reads first of
 // v, one JSON value: the delimiter of an object or array, else the value.
 func tokenOf(v []byte) (any, error) {
-	if v[0] == '{' || v[0] == '[' {
+	if len(v) > 0 && (v[0] == '{' || v[0] == '[') {
 		return json.Delim(v[0]), nil
 	}
 	return decodeNumbered(v)
@@ -244,6 +260,9 @@ func tokenOf(v []byte) (any, error) {
 // encoding/json decodes it: its escapes decoded and each byte that is not
 // UTF-8 made U+FFFD.
 func jsonString(tok []byte) string {
+	if len(tok) < 2 {
+		return ""
+	}
 	s := tok[1 : len(tok)-1]
 	if bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
 		return string(s)
@@ -257,6 +276,9 @@ func jsonString(tok []byte) string {
 // to encoding/json's struct decode: equal under Unicode case folding
 // (encoding/json's foldName is bytes.EqualFold's), once decoded.
 func nameIs(tok []byte, field string) bool {
+	if len(tok) < 2 {
+		return false
+	}
 	s := tok[1 : len(tok)-1]
 	if bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
 		return bytes.EqualFold(s, []byte(field))
@@ -274,7 +296,11 @@ func nameIs(tok []byte, field string) bool {
 func members(b []byte, i int, fn func(name []byte, vs, ve int) bool) {
 	for i = skipSpace(b, i+1); i < len(b) && b[i] == '"'; {
 		ne := stringEnd(b, i)
-		vs := skipSpace(b, skipSpace(b, ne)+1) // past the ':'
+		c := skipSpace(b, ne)
+		if c >= len(b) || b[c] != ':' {
+			return // not JSON: no value follows the name
+		}
+		vs := skipSpace(b, c+1)
 		ve := valueEnd(b, vs)
 		if !fn(b[i:ne], vs, ve) {
 			return

@@ -493,3 +493,21 @@ func TestEachObjectAgreesWithPlain(t *testing.T) {
 	}
 	t.Logf("%d values, %d objects visited", len(values), visits)
 }
+
+// FuzzWalkOnAnyBytes: the walk reads only JSON encoding/json has checked,
+// but it must not index past the end of bytes that are not JSON (a caller
+// that one day skips the check would crash an import, or a sync inside
+// serve): on any input, headOf (unchecked), splitBundle and readEntry
+// return, with an error or without.
+func FuzzWalkOnAnyBytes(f *testing.F) {
+	for _, s := range []string{`{"resourceType":"Bundle","entry":[{"resource":{"resourceType":"Patient"}}]}`,
+		`{"entry":[{"resource":`, `{"entry":[{"`, `{"`, `{"a":`, `{"entry":[,]}`, `[`, `"`, ``, `{"entry":[{"request":{"method":}}]}`,
+		`{"entry"`, `{"entry":`, `{"a":{"b"`, `{"a":{"b":`, `{"entry":[{"resource"`, `{"entry":[{"a":{"b":`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = headOf(b, false, true)
+		_, _, _ = splitBundle(b, 1)
+		_, _, _ = readEntry(b)
+	})
+}
