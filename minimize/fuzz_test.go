@@ -140,6 +140,7 @@ func FuzzText(f *testing.F) {
 	f.Add("SSN 123-45-6789 / 555-123-4567", "ssn,phone")
 	f.Add("電話 ０３－１２３４－５６７８ ＭＲＮ １２３４５６７ 第２病棟", "")
 	f.Add("ｔａｒｏ＠ｅｘａｍｐｌｅ．ｊｐ 555-123-4567", "email")
+	f.Add("電話 〇三‐三六五七‐四四一八, 5\u201310 mg, tel 555\u2002123\u20024567, BSN 111 222 333", "")
 	f.Fuzz(func(t *testing.T, text, fn string) {
 		obs := []Obligation{{Op: OpScrub, Fn: fn}}
 		out, err := Text([]byte(text), obs, Options{})

@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strings"
 	"unicode"
-
-	"golang.org/x/text/width"
 )
 
 // scrubClasses is a set of identifier classes (bit mask).
@@ -238,10 +236,12 @@ const (
 	//     last digit a Luhn (mod 10) check digit (Ontario's health card
 	//     validation specification, as OSCAR EMR documents it):
 	//     1234 567 897, 1234-567-897-AB, 1234567897AB;
-	//   - the Netherlands' burgerservicenummer (BSN): nine digits, or 4.2.3
-	//     with dots, passing the 11-proef (9, 8, …, 2 times the first eight
+	//   - the Netherlands' burgerservicenummer (BSN): nine digits, or in
+	//     groups of 4.2.3 or 3.3.3 joined by dots or spaces (unicodeSpaces
+	//     too; only 4.2.3 with dots until h-scrub4), passing the 11-proef (9, 8, …, 2 times the first eight
 	//     minus the last is a multiple of 11; Logius, the elfproef
-	//     package's documentation): 111222333, 1112.22.333. A SNOMED CT
+	//     package's documentation): 111222333, 1112.22.333, 111 222 333,
+	//     1112 22 333 (271 836 451 fails it and is kept). A SNOMED CT
 	//     concept id of nine digits is none (snomedConceptID: its partition
 	//     00 and Verhoeff check digit), since one in eleven would pass.
 	// The UK's NHS number (ten digits, 943 476 5919, mod 11) needs no
@@ -254,7 +254,7 @@ const (
 	nir      = `[1-478]` + idSep + `?[0-9]{2}` + idSep + `?[0-9]{2}` + idSep + `?(?:[0-9]{2}|2[AB])` + idSep + `?[0-9]{3}` + idSep + `?[0-9]{3}` + idSep + `?[0-9]{2}`
 	medicare = `[2-6][0-9]{3}` + spDash + `?[0-9]{5}` + spDash + `?[1-9](?:` + spDash + `?[1-9])?`
 	ohip     = `[0-9]{4}` + spDash + `?[0-9]{3}` + spDash + `?[0-9]{3}(?:` + spDash + `?[A-Z]{1,2})?`
-	bsn      = `[0-9]{9}|[0-9]{4}\.[0-9]{2}\.[0-9]{3}`
+	bsn      = `[0-9]{9}|[0-9]{4}` + idSep + `[0-9]{2}` + idSep + `[0-9]{3}|[0-9]{3}` + idSep + `[0-9]{3}` + idSep + `[0-9]{3}`
 	// idStart and idEnd bound an identifier: no letter or digit beside
 	// it, nor a "." that makes it part of a decimal or an OID.
 	idStart = `^|[^0-9A-Za-z.]`
@@ -711,6 +711,10 @@ func dateWordsAnyLanguage() string {
 //	       14.03.1931, 1931.03.14, 14-Mar-1931, 14. März 1931,
 //	       19310314, 14031931, 19310314083000
 //
+// Numbers written in full-width digits or kanji numerals, or with their
+// groups joined by en or em spaces or typographic dashes, are read as
+// ASCII (foldForScrub).
+//
 // It keeps nothing whole: digits inside a UUID or a hex run are replaced as
 // anywhere else ("aaaaaaaa-2024-0305-1234-5551234567ab" ->
 // "aaaaaaaa-2024-0305-1234-[PHONE]ab"). It is the scrub for text that came
@@ -784,13 +788,15 @@ func scrubIn(s string, classes scrubClasses, keepTokens bool) string {
 // scrubWith is scrubIn with patterns for scrubPatterns (a test's
 // reference: TestScrubPrefiltersAgree).
 func scrubWith(patterns []scrubPattern, s string, classes scrubClasses, keepTokens bool) string {
-	if strings.IndexByte(s, 0xEF) >= 0 && strings.ContainsAny(s, wideMarks) { // U+FF00-FFEF begin 0xEF in UTF-8
+	if folded, ok := foldForScrub(s); ok {
 		// Japanese, Chinese and Korean text writes numbers in full-width
-		// digits (電話 ０３－１２３４－５６７８), which no pattern reads: the
-		// patterns run on the text folded to its canonical width
-		// (golang.org/x/text/width), and the folded text is what comes out
-		// when they replaced something; otherwise the text as it was.
-		folded := width.Fold.String(s)
+		// digits (電話 ０３－１２３４－５６７８) or kanji numerals
+		// (〇三‐三六五七‐四四一八), and typography joins groups with spaces
+		// and dashes (U+2002, U+2003, U+2010-U+2013) that no pattern
+		// reads: the patterns run on the text folded to its canonical
+		// width (golang.org/x/text/width) and those read as ASCII
+		// (foldNumerals), and the folded text is what comes out when they
+		// replaced something; otherwise the text as it was.
 		if out := scrubWith(patterns, folded, classes, keepTokens); out != folded {
 			return out
 		}
@@ -807,10 +813,6 @@ func scrubWith(patterns []scrubPattern, s string, classes scrubClasses, keepToke
 		s = next
 	}
 }
-
-// wideMarks are the full-width digits and at sign (U+FF10-FF19, U+FF20):
-// a string with none of them is scrubbed as it is.
-const wideMarks = "０１２３４５６７８９＠"
 
 func scrubPass(patterns []scrubPattern, s string, classes scrubClasses, keepTokens bool) string {
 	for i := range patterns {
