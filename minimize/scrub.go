@@ -17,8 +17,19 @@ const (
 	classSSN
 	classMRN
 	classDate
+	classURL
+	classID
 
-	allClasses = classPhone | classEmail | classSSN | classMRN | classDate
+	allClasses = classPhone | classEmail | classSSN | classMRN | classDate | classURL | classID
+)
+
+// Scrub identifier classes beyond obligation.go's, usable in a scrub Fn
+// too: Safe Harbor's classes 14 and 15 (URLs and IP addresses) and 9 to
+// 13 (health plan, account, certificate and licence numbers, vehicle and
+// device identifiers): see scrub_ids.go.
+const (
+	ScrubURL = "url"
+	ScrubID  = "id"
 )
 
 var classNames = map[string]scrubClasses{
@@ -27,6 +38,8 @@ var classNames = map[string]scrubClasses{
 	ScrubSSN:   classSSN,
 	ScrubMRN:   classMRN,
 	ScrubDate:  classDate,
+	ScrubURL:   classURL,
+	ScrubID:    classID,
 }
 
 var errBadScrubFn = errors.New("bad scrub fn")
@@ -294,16 +307,21 @@ const (
 		`)`
 )
 
-// scrubPatterns are applied in this order on every pass. Email first, so a
-// phone-like local part goes with its address; MRN and SSN before phone, so
+// scrubPatterns are applied in this order on every pass. URLs first, so
+// that their digits, and an address in them, go with them; then email, so a
+// phone-like local part goes with its address; IP addresses before the
+// numbers whose forms their octets have; the keyword identifiers of class
+// id after SSN and before phone (scrub_ids.go); MRN and SSN before phone, so
 // their digits are not half-eaten by the looser phone pattern; a number
 // after "00" before the others, whose forms its national part has; the
 // national identifiers after the telephone numbers (a ten-digit number is
 // a telephone number first), longest form first; dates last.
-var scrubPatterns = []scrubPattern{
+var scrubPatterns = concat(urlPatterns, []scrubPattern{
 	newScrubPattern(classEmail, "[EMAIL]", ``, emailCore, ``),
+}, ipPatterns, []scrubPattern{
 	newScrubPattern(classMRN, "[MRN]", ``, mrnCore, ``),
 	newScrubPattern(classSSN, "[SSN]", notDigit, ssnCore, notDigitEnd),
+}, idPatterns, []scrubPattern{
 	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneIntl00, dotNumEnd).onlyIf(mayHoldTrunkNumber).checked(phoneIntl00Digits),
 	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneCore, notDigitEnd),
 	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneNational, dotNumEnd).onlyIf(mayHoldTrunkNumber),
@@ -317,6 +335,14 @@ var scrubPatterns = []scrubPattern{
 	newScrubPattern(classDate, "[DATE]", dotNumStart, dateDots, dotNumEnd).onlyIf(mayHoldDateDots),
 	newScrubPattern(classDate, "[DATE]", notAlnum, dateWords, notAlnumEnd).onlyIf(mayHoldMonthName),
 	newScrubPattern(classDate, "[DATE]", notAlnum, dateWordsAnyLanguage(), notAlnumEnd).onlyIf(mayHoldMonthName),
+})
+
+func concat(lists ...[]scrubPattern) []scrubPattern {
+	var out []scrubPattern
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
 }
 
 // checked is p, replacing only a match whose core ok accepts.
@@ -710,6 +736,14 @@ func dateWordsAnyLanguage() string {
 //	date   2024-03-05, 03/05/2024, 3/5/24, March 5, 2024, 5 March 2024   -> [DATE]
 //	       14.03.1931, 1931.03.14, 14-Mar-1931, 14. März 1931,
 //	       19310314, 14031931, 19310314083000
+//	url    https://portal.example.org/patient/12345, www.janedoe.com     -> [URL]
+//	       (not a definition's: http://loinc.org, a FHIR canonical)
+//	       192.168.14.27, 2001:db8::1                                    -> [IP]
+//	id     "Acct 12345678", "member ID: XYZ123", "policy # P12-01",      -> [ID]
+//	       "DL# D1234567", "plate ABC 1234", "SN: X1234567", "VIN …",
+//	       "Versichertennummer …", "n° de sécurité sociale …", "DNI …",
+//	       (the word kept), a UDI carrier (01)…(21)…, and alone a VIN,
+//	       DNI, NIE or codice fiscale whose check agrees (scrub_ids.go)
 //
 // Numbers written in full-width digits or kanji numerals, or with their
 // groups joined by en or em spaces or typographic dashes, are read as
@@ -774,8 +808,9 @@ func ScrubKeeping(s string, keep ...string) string {
 
 // scrub replaces identifiers of the given classes until none is left,
 // machine tokens included (ScrubString). Every match contains a digit or
-// '@' and no token does, so each pass that changes the string strictly
-// reduces their number and the loop terminates.
+// '@', or, a URL, "://" or "www.", and no token does, so each pass that
+// changes the string strictly reduces their number and the loop
+// terminates.
 func scrub(s string, classes scrubClasses) string {
 	return scrubIn(s, classes, false)
 }
@@ -802,7 +837,7 @@ func scrubWith(patterns []scrubPattern, s string, classes scrubClasses, keepToke
 		}
 		return s
 	}
-	if !strings.ContainsAny(s, "0123456789@") {
+	if !strings.ContainsAny(s, "0123456789@") && !mayHoldURL(s) {
 		return s // nothing any pattern could match
 	}
 	for {
