@@ -25,7 +25,10 @@
 //     In a FHIR R4 resource both leave only what the element's R4 type can
 //     hold (see Views of FHIR resources).
 //   - scrub ([OpScrub]): replace identifier patterns (phone, email, SSN, MRN,
-//     date) inside strings with tokens such as "[PHONE]", inside UUIDs and
+//     date, url: URLs and IP addresses, id: account, health plan, licence,
+//     vehicle and device numbers after their keywords, and VINs, DNIs and
+//     codici fiscali whose check agrees) inside strings with tokens such as
+//     "[PHONE]", inside UUIDs and
 //     hex runs too, as [ScrubString] does (national telephone numbers
 //     without "+", 020 7946 0958, and dates of eight digits, 19310314,
 //     included; clinical numbers, doses, ranges, codes, are not taken).
@@ -160,7 +163,7 @@
 //	generalize  year, zip3, age90,          DEID      strip data that would identify the subject
 //	            birthyear90
 //	scrub       "" or phone,email,ssn,      DEID      strip data that would identify the subject
-//	            mrn,date
+//	            mrn,date,url,id
 //	deidentify  safeharbor                  DEID      strip data that would identify the subject
 //	allow       /ptr,/ptr,...               MINEC     limit disclosure to the minimum necessary
 //	pseudonymize keyedid                    PSEUD     create pseudonymized information

@@ -140,6 +140,10 @@ func FuzzText(f *testing.F) {
 	f.Add("SSN 123-45-6789 / 555-123-4567", "ssn,phone")
 	f.Add("電話 ０３－１２３４－５６７８ ＭＲＮ １２３４５６７ 第２病棟", "")
 	f.Add("ｔａｒｏ＠ｅｘａｍｐｌｅ．ｊｐ 555-123-4567", "email")
+	f.Add("電話 〇三‐三六五七‐四四一八, 5\u201310 mg, tel 555\u2002123\u20024567, BSN 111 222 333", "")
+	f.Add("see https://portal.example.org/p/12345 from 10.0.0.7:8080 or 2001:db8::1, www.janedoe.com", "url")
+	f.Add("Acct# 12345678, VIN 1G4AH59H45G118341, plate ABC 1234, SN: X1234567, (01)00844588003288(21)AB12", "id")
+	f.Add("DNI 54362315-K, codice fiscale RSSMRA85T10A562S, BSN 111 222 333, Versichertennummer: 1234567890", "")
 	f.Fuzz(func(t *testing.T, text, fn string) {
 		obs := []Obligation{{Op: OpScrub, Fn: fn}}
 		out, err := Text([]byte(text), obs, Options{})
@@ -256,7 +260,7 @@ func FuzzScrubKeeping(f *testing.F) {
 // only where its plain regexp finds nothing, so that scrubbing with and
 // without it agree (TestScrubPrefiltersAgree has the table).
 func FuzzScrubPrefilters(f *testing.F) {
-	for _, s := range prefilterCases {
+	for _, s := range append(prefilterCases, safeHarborPrefilterCases...) {
 		f.Add(s)
 	}
 	f.Add(clinicalNote)

@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strings"
 	"unicode"
-
-	"golang.org/x/text/width"
 )
 
 // scrubClasses is a set of identifier classes (bit mask).
@@ -19,8 +17,19 @@ const (
 	classSSN
 	classMRN
 	classDate
+	classURL
+	classID
 
-	allClasses = classPhone | classEmail | classSSN | classMRN | classDate
+	allClasses = classPhone | classEmail | classSSN | classMRN | classDate | classURL | classID
+)
+
+// Scrub identifier classes beyond obligation.go's, usable in a scrub Fn
+// too: Safe Harbor's classes 14 and 15 (URLs and IP addresses) and 9 to
+// 13 (health plan, account, certificate and licence numbers, vehicle and
+// device identifiers): see scrub_ids.go.
+const (
+	ScrubURL = "url"
+	ScrubID  = "id"
 )
 
 var classNames = map[string]scrubClasses{
@@ -29,6 +38,8 @@ var classNames = map[string]scrubClasses{
 	ScrubSSN:   classSSN,
 	ScrubMRN:   classMRN,
 	ScrubDate:  classDate,
+	ScrubURL:   classURL,
+	ScrubID:    classID,
 }
 
 var errBadScrubFn = errors.New("bad scrub fn")
@@ -238,10 +249,12 @@ const (
 	//     last digit a Luhn (mod 10) check digit (Ontario's health card
 	//     validation specification, as OSCAR EMR documents it):
 	//     1234 567 897, 1234-567-897-AB, 1234567897AB;
-	//   - the Netherlands' burgerservicenummer (BSN): nine digits, or 4.2.3
-	//     with dots, passing the 11-proef (9, 8, …, 2 times the first eight
+	//   - the Netherlands' burgerservicenummer (BSN): nine digits, or in
+	//     groups of 4.2.3 or 3.3.3 joined by dots or spaces (unicodeSpaces
+	//     too; only 4.2.3 with dots until h-scrub4), passing the 11-proef (9, 8, …, 2 times the first eight
 	//     minus the last is a multiple of 11; Logius, the elfproef
-	//     package's documentation): 111222333, 1112.22.333. A SNOMED CT
+	//     package's documentation): 111222333, 1112.22.333, 111 222 333,
+	//     1112 22 333 (271 836 451 fails it and is kept). A SNOMED CT
 	//     concept id of nine digits is none (snomedConceptID: its partition
 	//     00 and Verhoeff check digit), since one in eleven would pass.
 	// The UK's NHS number (ten digits, 943 476 5919, mod 11) needs no
@@ -254,7 +267,7 @@ const (
 	nir      = `[1-478]` + idSep + `?[0-9]{2}` + idSep + `?[0-9]{2}` + idSep + `?(?:[0-9]{2}|2[AB])` + idSep + `?[0-9]{3}` + idSep + `?[0-9]{3}` + idSep + `?[0-9]{2}`
 	medicare = `[2-6][0-9]{3}` + spDash + `?[0-9]{5}` + spDash + `?[1-9](?:` + spDash + `?[1-9])?`
 	ohip     = `[0-9]{4}` + spDash + `?[0-9]{3}` + spDash + `?[0-9]{3}(?:` + spDash + `?[A-Z]{1,2})?`
-	bsn      = `[0-9]{9}|[0-9]{4}\.[0-9]{2}\.[0-9]{3}`
+	bsn      = `[0-9]{9}|[0-9]{4}` + idSep + `[0-9]{2}` + idSep + `[0-9]{3}|[0-9]{3}` + idSep + `[0-9]{3}` + idSep + `[0-9]{3}`
 	// idStart and idEnd bound an identifier: no letter or digit beside
 	// it, nor a "." that makes it part of a decimal or an OID.
 	idStart = `^|[^0-9A-Za-z.]`
@@ -294,16 +307,21 @@ const (
 		`)`
 )
 
-// scrubPatterns are applied in this order on every pass. Email first, so a
-// phone-like local part goes with its address; MRN and SSN before phone, so
+// scrubPatterns are applied in this order on every pass. URLs first, so
+// that their digits, and an address in them, go with them; then email, so a
+// phone-like local part goes with its address; IP addresses before the
+// numbers whose forms their octets have; the keyword identifiers of class
+// id after SSN and before phone (scrub_ids.go); MRN and SSN before phone, so
 // their digits are not half-eaten by the looser phone pattern; a number
 // after "00" before the others, whose forms its national part has; the
 // national identifiers after the telephone numbers (a ten-digit number is
 // a telephone number first), longest form first; dates last.
-var scrubPatterns = []scrubPattern{
+var scrubPatterns = concat(urlPatterns, []scrubPattern{
 	newScrubPattern(classEmail, "[EMAIL]", ``, emailCore, ``),
+}, ipPatterns, []scrubPattern{
 	newScrubPattern(classMRN, "[MRN]", ``, mrnCore, ``),
 	newScrubPattern(classSSN, "[SSN]", notDigit, ssnCore, notDigitEnd),
+}, idPatterns, []scrubPattern{
 	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneIntl00, dotNumEnd).onlyIf(mayHoldTrunkNumber).checked(phoneIntl00Digits),
 	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneCore, notDigitEnd),
 	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneNational, dotNumEnd).onlyIf(mayHoldTrunkNumber),
@@ -317,6 +335,14 @@ var scrubPatterns = []scrubPattern{
 	newScrubPattern(classDate, "[DATE]", dotNumStart, dateDots, dotNumEnd).onlyIf(mayHoldDateDots),
 	newScrubPattern(classDate, "[DATE]", notAlnum, dateWords, notAlnumEnd).onlyIf(mayHoldMonthName),
 	newScrubPattern(classDate, "[DATE]", notAlnum, dateWordsAnyLanguage(), notAlnumEnd).onlyIf(mayHoldMonthName),
+})
+
+func concat(lists ...[]scrubPattern) []scrubPattern {
+	var out []scrubPattern
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
 }
 
 // checked is p, replacing only a match whose core ok accepts.
@@ -710,6 +736,18 @@ func dateWordsAnyLanguage() string {
 //	date   2024-03-05, 03/05/2024, 3/5/24, March 5, 2024, 5 March 2024   -> [DATE]
 //	       14.03.1931, 1931.03.14, 14-Mar-1931, 14. März 1931,
 //	       19310314, 14031931, 19310314083000
+//	url    https://portal.example.org/patient/12345, www.janedoe.com     -> [URL]
+//	       (not a definition's: http://loinc.org, a FHIR canonical)
+//	       192.168.14.27, 2001:db8::1                                    -> [IP]
+//	id     "Acct 12345678", "member ID: XYZ123", "policy # P12-01",      -> [ID]
+//	       "DL# D1234567", "plate ABC 1234", "SN: X1234567", "VIN …",
+//	       "Versichertennummer …", "n° de sécurité sociale …", "DNI …",
+//	       (the word kept), a UDI carrier (01)…(21)…, and alone a VIN,
+//	       DNI, NIE or codice fiscale whose check agrees (scrub_ids.go)
+//
+// Numbers written in full-width digits or kanji numerals, or with their
+// groups joined by en or em spaces or typographic dashes, are read as
+// ASCII (foldForScrub).
 //
 // It keeps nothing whole: digits inside a UUID or a hex run are replaced as
 // anywhere else ("aaaaaaaa-2024-0305-1234-5551234567ab" ->
@@ -770,8 +808,9 @@ func ScrubKeeping(s string, keep ...string) string {
 
 // scrub replaces identifiers of the given classes until none is left,
 // machine tokens included (ScrubString). Every match contains a digit or
-// '@' and no token does, so each pass that changes the string strictly
-// reduces their number and the loop terminates.
+// '@', or, a URL, "://" or "www.", and no token does, so each pass that
+// changes the string strictly reduces their number and the loop
+// terminates.
 func scrub(s string, classes scrubClasses) string {
 	return scrubIn(s, classes, false)
 }
@@ -784,19 +823,21 @@ func scrubIn(s string, classes scrubClasses, keepTokens bool) string {
 // scrubWith is scrubIn with patterns for scrubPatterns (a test's
 // reference: TestScrubPrefiltersAgree).
 func scrubWith(patterns []scrubPattern, s string, classes scrubClasses, keepTokens bool) string {
-	if strings.IndexByte(s, 0xEF) >= 0 && strings.ContainsAny(s, wideMarks) { // U+FF00-FFEF begin 0xEF in UTF-8
+	if folded, ok := foldForScrub(s); ok {
 		// Japanese, Chinese and Korean text writes numbers in full-width
-		// digits (電話 ０３－１２３４－５６７８), which no pattern reads: the
-		// patterns run on the text folded to its canonical width
-		// (golang.org/x/text/width), and the folded text is what comes out
-		// when they replaced something; otherwise the text as it was.
-		folded := width.Fold.String(s)
+		// digits (電話 ０３－１２３４－５６７８) or kanji numerals
+		// (〇三‐三六五七‐四四一八), and typography joins groups with spaces
+		// and dashes (U+2002, U+2003, U+2010-U+2013) that no pattern
+		// reads: the patterns run on the text folded to its canonical
+		// width (golang.org/x/text/width) and those read as ASCII
+		// (foldNumerals), and the folded text is what comes out when they
+		// replaced something; otherwise the text as it was.
 		if out := scrubWith(patterns, folded, classes, keepTokens); out != folded {
 			return out
 		}
 		return s
 	}
-	if !strings.ContainsAny(s, "0123456789@") {
+	if !strings.ContainsAny(s, "0123456789@") && !mayHoldURL(s) {
 		return s // nothing any pattern could match
 	}
 	for {
@@ -807,10 +848,6 @@ func scrubWith(patterns []scrubPattern, s string, classes scrubClasses, keepToke
 		s = next
 	}
 }
-
-// wideMarks are the full-width digits and at sign (U+FF10-FF19, U+FF20):
-// a string with none of them is scrubbed as it is.
-const wideMarks = "０１２３４５６７８９＠"
 
 func scrubPass(patterns []scrubPattern, s string, classes scrubClasses, keepTokens bool) string {
 	for i := range patterns {
