@@ -25,7 +25,7 @@ type Obligation struct {
 	//   remove:     "" only.
 	//   mask:       "" ("***") or "last4" ("***" + last four characters).
 	//   generalize: "year", "zip3", "age90" or "birthyear90" (required).
-	//   scrub:      "" (all classes) or a comma list of phone,email,ssn,mrn,date.
+	//   scrub:      "" (all classes) or a comma list of phone,email,ssn,mrn,date,url,id.
 	//   allow:      a comma list of one or more JSON pointers, relative to
 	//               Path, naming the elements kept (required), e.g.
 	//               "/gender,/birthDate,/address/*/state".
