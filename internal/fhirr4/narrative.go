@@ -240,7 +240,7 @@ func activeStyle(style string) string {
 	switch {
 	case strings.Contains(css, "expression("):
 		return "a CSS expression()"
-	case strings.Contains(css, "-moz-binding"), strings.Contains(css, "behavior:"):
+	case strings.Contains(css, "-moz-binding"), bindingBehavior(css):
 		return "a CSS binding (-moz-binding, behavior)"
 	case strings.Contains(css, "javascript:"), strings.Contains(css, "vbscript:"):
 		return "a script URL (a javascript or vbscript scheme)"
@@ -254,6 +254,23 @@ func activeStyle(style string) string {
 		target = strings.Trim(target, `"'`)
 		if dataURL(target) && !imageData(target) {
 			return "a data URL in url() that is no raster image"
+		}
+		rest = after
+	}
+}
+
+// bindingBehavior reports whether css (cssFold's) holds IE's behavior
+// property (or -ms-behavior), which loads script: a "behavior:" that
+// does not end scroll-behavior or overscroll-behavior (CSSOM View's
+// scrolling, no binding).
+func bindingBehavior(css string) bool {
+	for rest := css; ; {
+		before, after, ok := strings.Cut(rest, "behavior:")
+		if !ok {
+			return false
+		}
+		if !strings.HasSuffix(before, "scroll-") {
+			return true
 		}
 		rest = after
 	}
