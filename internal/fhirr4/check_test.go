@@ -66,6 +66,10 @@ var validCases = []string{
 	// parameters, and styles a browser runs nothing of (a url() of an
 	// image, a raster data URL, a word that only looks like a scheme).
 	narrative(`<div xmlns="http://www.w3.org/1999/xhtml"><img src=" DATA:Image/JPEG;name=x.jpg;base64,AAAA"/><img src="data:image/gif,x" alt="g"/></div>`),
+	// image/jpg, the common misspelling of image/jpeg that generated HTML
+	// writes (and attachments carry: fhirin reads it as image/jpeg), a
+	// JPEG a browser decodes as pixels: refused until h-review61.
+	narrative(`<div xmlns="http://www.w3.org/1999/xhtml"><img src="data:image/jpg;base64,/9j/4AAQ" alt="photo"/></div>`),
 	narrative(`<div xmlns="http://www.w3.org/1999/xhtml"><p style="color: red; background: url('https://example.org/bg.png') no-repeat; font-family: 'Expression Sans'">x</p><span style="background-image:url(data:image/png;base64,AAAA)">y</span><span style="content:'javascript'">z</span></div>`),
 	// CSS properties whose names end in "behavior" (CSSOM View's
 	// scroll-behavior, overscroll-behavior) set scrolling, not IE's

@@ -217,8 +217,10 @@ func browserURL(u string) string {
 // rasterImages are the image media types a data URL may carry in a
 // narrative: raster formats, which a browser decodes as pixels. SVG is
 // not one of them: it is a document that can hold scripts, and a browser
-// runs them when it opens the image on its own.
-var rasterImages = setOf("image/png", "image/apng", "image/jpeg", "image/gif", "image/webp", "image/avif", "image/bmp")
+// runs them when it opens the image on its own. image/jpg is no registered
+// type but the common spelling of image/jpeg (generated HTML writes
+// data:image/jpg), whose bytes a browser decodes as the JPEG they are.
+var rasterImages = setOf("image/png", "image/apng", "image/jpeg", "image/jpg", "image/gif", "image/webp", "image/avif", "image/bmp")
 
 // imageData reports whether u, a data URL, carries a raster image
 // (rasterImages): its media type, before any parameter or the data,
