@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,6 +79,53 @@ func TestExportDirectoryErrorFile(t *testing.T) {
 					got = append(got, it.Type+"/"+it.ID)
 				}
 				t.Errorf("read %v, want the Patient alone", got)
+			}
+		})
+	}
+}
+
+// TestManifestGzipErrorFile: an $export manifest whose files were
+// downloaded gzipped (each *.ndjson.gz, as custos reads an output file
+// so named) has its error[] file read as gzip too, as an export
+// directory's OperationOutcome.ndjson.gz is (TestExportDirectoryErrorFile).
+// Until h-review61 the manifest read the error file's compressed bytes as
+// NDJSON and refused every such export ("line 1 of the export's outcome
+// file is not an OperationOutcome"), while the directory holding the same
+// files imported.
+func TestManifestGzipErrorFile(t *testing.T) {
+	gz := func(s string) []byte {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.Write([]byte(s + "\n"))
+		zw.Close()
+		return b.Bytes()
+	}
+	manifest := `{"transactionTime":"2024-01-01T00:00:00Z","request":"https://ehr.example/fhir/$export",` +
+		`"output":[{"type":"Patient","url":"Patient.ndjson.gz"}],"error":[{"type":"OperationOutcome","url":"OperationOutcome.ndjson.gz"}]}`
+	for _, tc := range []struct{ name, outcome, wantErr string }{
+		{"warning", `{"resourceType":"OperationOutcome","issue":[{"severity":"warning","code":"informational","diagnostics":"MRN 61840275"}]}`, ""},
+		{"fatal", `{"resourceType":"OperationOutcome","issue":[{"severity":"fatal","code":"exception","diagnostics":"MRN 61840275"}]}`, "issue code exception"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, body := range map[string][]byte{
+				"manifest.json":              []byte(manifest),
+				"Patient.ndjson.gz":          gz(`{"resourceType":"Patient","id":"p1","gender":"female"}`),
+				"OperationOutcome.ndjson.gz": gz(tc.outcome),
+			} {
+				if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			items, err := readAll(t, filepath.Join(dir, "manifest.json"))
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrManifest) || !strings.Contains(fmt.Sprint(err), tc.wantErr) || strings.Contains(fmt.Sprint(err), "61840275") {
+					t.Fatalf("Read: %v, want ErrManifest saying %q, without the diagnostics", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || len(items) != 1 || items[0].Type != "Patient" {
+				t.Fatalf("Read: %d items, %v; want the Patient alone", len(items), err)
 			}
 		})
 	}

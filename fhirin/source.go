@@ -348,7 +348,8 @@ func manifestSources(path string, complete bool) ([]source, error) {
 }
 
 // exportOutcomes checks one error[] or outcome[] file of the manifest
-// name (NDJSON of OperationOutcome): an issue of severity error or fatal
+// name (NDJSON of OperationOutcome, gzipped when named *.gz, as an output
+// file may be): an issue of severity error or fatal
 // is an error naming its issue code; a file that cannot be read, or a line
 // that is no OperationOutcome, is one too.
 func exportOutcomes(name, dir, at, url string) error {
@@ -356,7 +357,7 @@ func exportOutcomes(name, dir, at, url string) error {
 	if err != nil {
 		return newError(name, at+".url", ErrManifest, "%v", err)
 	}
-	b, err := readLimited(p, maxManifest)
+	b, err := readOutcomeFile(p, strings.HasSuffix(strings.ToLower(p), ".gz"))
 	if err != nil {
 		return newError(name, at+".url", ErrManifest, "cannot read the export's outcome file: %v", err)
 	}
@@ -401,14 +402,10 @@ func issueCode(code string) string {
 	return " (issue code " + code + ")"
 }
 
-// dirOutcomes checks the export's error file that an export directory
-// holds (OperationOutcome[.NNN].ndjson[.gz], name, at path) as
-// manifestSources checks the files of a manifest's error[]: an issue of
-// severity error or fatal, a line that is no OperationOutcome, or a file
-// that cannot be read is an error (ErrValue, as a searchset's outcome is),
-// naming the issue code, never the diagnostics. Its OperationOutcomes are
-// never imported: they are the export's report, not its data.
-func dirOutcomes(path, name string, gz bool) error {
+// readOutcomeFile reads an export's error or outcome file at path, of at
+// most maxManifest bytes, gunzipped when gz (named *.gz, as fileSource
+// reads an output file).
+func readOutcomeFile(path string, gz bool) ([]byte, error) {
 	b, err := readLimited(path, maxManifest)
 	if err == nil && gz {
 		var zr *gzip.Reader
@@ -419,6 +416,18 @@ func dirOutcomes(path, name string, gz bool) error {
 			}
 		}
 	}
+	return b, err
+}
+
+// dirOutcomes checks the export's error file that an export directory
+// holds (OperationOutcome[.NNN].ndjson[.gz], name, at path) as
+// manifestSources checks the files of a manifest's error[]: an issue of
+// severity error or fatal, a line that is no OperationOutcome, or a file
+// that cannot be read is an error (ErrValue, as a searchset's outcome is),
+// naming the issue code, never the diagnostics. Its OperationOutcomes are
+// never imported: they are the export's report, not its data.
+func dirOutcomes(path, name string, gz bool) error {
+	b, err := readOutcomeFile(path, gz)
 	if err != nil {
 		return newError(name, "", ErrValue, "cannot read the export's error file: %v", err)
 	}

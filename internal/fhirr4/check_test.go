@@ -66,7 +66,15 @@ var validCases = []string{
 	// parameters, and styles a browser runs nothing of (a url() of an
 	// image, a raster data URL, a word that only looks like a scheme).
 	narrative(`<div xmlns="http://www.w3.org/1999/xhtml"><img src=" DATA:Image/JPEG;name=x.jpg;base64,AAAA"/><img src="data:image/gif,x" alt="g"/></div>`),
+	// image/jpg, the common misspelling of image/jpeg that generated HTML
+	// writes (and attachments carry: fhirin reads it as image/jpeg), a
+	// JPEG a browser decodes as pixels: refused until h-review61.
+	narrative(`<div xmlns="http://www.w3.org/1999/xhtml"><img src="data:image/jpg;base64,/9j/4AAQ" alt="photo"/></div>`),
 	narrative(`<div xmlns="http://www.w3.org/1999/xhtml"><p style="color: red; background: url('https://example.org/bg.png') no-repeat; font-family: 'Expression Sans'">x</p><span style="background-image:url(data:image/png;base64,AAAA)">y</span><span style="content:'javascript'">z</span></div>`),
+	// CSS properties whose names end in "behavior" (CSSOM View's
+	// scroll-behavior, overscroll-behavior) set scrolling, not IE's
+	// behavior binding: until h-review61 they were refused as one.
+	narrative(`<div xmlns="http://www.w3.org/1999/xhtml"><div style="overflow:auto; scroll-behavior: smooth;overscroll-behavior:contain">x</div></div>`),
 	narrative("\n<h:div xmlns:h=\"http://www.w3.org/1999/xhtml\"><h:p>x</h:p></h:div>\n"),
 	// An HTML entity and a comment: well-formed XHTML to a reader that
 	// knows HTML's entities, which the reference validators accept and
@@ -221,6 +229,8 @@ var narrativeCases = func() []invalid {
 		{"an expression() in a style escaped", `<div ` + ns + `><p style="width:e\78 pression(steal())">SECRET</p></div>`},
 		{"a -moz-binding in a style", `<div ` + ns + `><p style="-moz-binding:url(https://evil.example/x.xml#x)">SECRET</p></div>`},
 		{"a behavior in a style", `<div ` + ns + `><p style="behavior: url(x.htc)">SECRET</p></div>`},
+		{"a behavior after a scroll-behavior in a style", `<div ` + ns + `><p style="scroll-behavior:smooth; -ms-behavior: url(x.htc)">SECRET</p></div>`},
+		{"a behavior after a comment in a style", `<div ` + ns + `><p style="font-family:scroll-/**/;behavior: url(x.htc)">SECRET</p></div>`},
 		{"a data: url() of HTML in a style", `<div ` + ns + `><p style="background:url(data:text/html,&lt;script&gt;steal()&lt;/script&gt;)">SECRET</p></div>`},
 		{"a data: url() of SVG in a style", `<div ` + ns + `><p style="background:url('data:image/svg+xml;base64,PHN2Zz4=')">SECRET</p></div>`},
 		{"a data: link", `<div ` + ns + `><a href="data:text/html;base64,PHNjcmlwdD4=">SECRET</a></div>`},

@@ -217,8 +217,10 @@ func browserURL(u string) string {
 // rasterImages are the image media types a data URL may carry in a
 // narrative: raster formats, which a browser decodes as pixels. SVG is
 // not one of them: it is a document that can hold scripts, and a browser
-// runs them when it opens the image on its own.
-var rasterImages = setOf("image/png", "image/apng", "image/jpeg", "image/gif", "image/webp", "image/avif", "image/bmp")
+// runs them when it opens the image on its own. image/jpg is no registered
+// type but the common spelling of image/jpeg (generated HTML writes
+// data:image/jpg), whose bytes a browser decodes as the JPEG they are.
+var rasterImages = setOf("image/png", "image/apng", "image/jpeg", "image/jpg", "image/gif", "image/webp", "image/avif", "image/bmp")
 
 // imageData reports whether u, a data URL, carries a raster image
 // (rasterImages): its media type, before any parameter or the data,
@@ -240,7 +242,7 @@ func activeStyle(style string) string {
 	switch {
 	case strings.Contains(css, "expression("):
 		return "a CSS expression()"
-	case strings.Contains(css, "-moz-binding"), strings.Contains(css, "behavior:"):
+	case strings.Contains(css, "-moz-binding"), bindingBehavior(css):
 		return "a CSS binding (-moz-binding, behavior)"
 	case strings.Contains(css, "javascript:"), strings.Contains(css, "vbscript:"):
 		return "a script URL (a javascript or vbscript scheme)"
@@ -254,6 +256,23 @@ func activeStyle(style string) string {
 		target = strings.Trim(target, `"'`)
 		if dataURL(target) && !imageData(target) {
 			return "a data URL in url() that is no raster image"
+		}
+		rest = after
+	}
+}
+
+// bindingBehavior reports whether css (cssFold's) holds IE's behavior
+// property (or -ms-behavior), which loads script: a "behavior:" that
+// does not end scroll-behavior or overscroll-behavior (CSSOM View's
+// scrolling, no binding).
+func bindingBehavior(css string) bool {
+	for rest := css; ; {
+		before, after, ok := strings.Cut(rest, "behavior:")
+		if !ok {
+			return false
+		}
+		if !strings.HasSuffix(before, "scroll-") {
+			return true
 		}
 		rest = after
 	}
