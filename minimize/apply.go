@@ -439,6 +439,12 @@ func walk(node any, segs []string, f leaf, at place) any {
 		switch nv, act := f.apply(child, cat); act {
 		case keep:
 			n[seg] = nv
+			if cat.typed && primitiveTypes[cat.e.Type] && !samePrimitive(child, nv) {
+				// Its companion's extensions describe the value it was
+				// (a birth date's patient-birthTime, a name's own-name):
+				// a value transformed keeps nothing of them.
+				delete(n, "_"+seg)
+			}
 		case withhold:
 			delete(n, seg)
 			n["_"+seg] = absent()
@@ -518,16 +524,38 @@ func walkItems(m map[string]any, name string, vals []any, sel string, f leaf, at
 				continue
 			case withhold:
 				nv, c, marked = nil, absent(), true
+			case keep:
+				if !samePrimitive(x, nv) {
+					c = nil // as walk drops a transformed value's companion
+				}
 			}
 			x = nv
 		}
 		outV = append(outV, x)
 		outC = append(outC, c)
 	}
-	if !marked {
+	if !marked || !slices.ContainsFunc(outC, func(c any) bool { return c != nil }) {
 		outC = nil
+		delete(m, "_"+name) // none left (or none aligned: the prune's to drop)
 	}
 	setValues(m, name, outV, outC)
+}
+
+// samePrimitive reports whether nv, an obligation's result for the
+// primitive value v, is v unchanged.
+func samePrimitive(v, nv any) bool {
+	switch x := v.(type) {
+	case string:
+		y, ok := nv.(string)
+		return ok && x == y
+	case json.Number:
+		y, ok := nv.(json.Number)
+		return ok && x == y
+	case bool:
+		y, ok := nv.(bool)
+		return ok && x == y
+	}
+	return v == nil && nv == nil
 }
 
 // mask implements the mask op. Non-string values become "***".

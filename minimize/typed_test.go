@@ -285,9 +285,12 @@ func TestTypedObligations(t *testing.T) {
 		{"a date scrubbed", `{"resourceType":"Observation","status":"final","code":{"text":"x"},"effectiveDateTime":"2024-03-05"}`,
 			Obligation{Op: OpScrub, Path: ""},
 			`{"_effectiveDateTime":` + dar + `,"code":{"text":"x"},"resourceType":"Observation","status":"final"}`},
-		{"a repeating primitive item by item, its companion aligned", `{"resourceType":"Patient","name":[{"given":["Peter","James"],"_given":[null,{"id":"g2"}]}],"communication":[{"language":{"text":"en"}}]}`,
+		{"a repeating primitive item by item, the masked items' companions gone", `{"resourceType":"Patient","name":[{"given":["Peter","James"],"_given":[null,{"id":"g2"}]}],"communication":[{"language":{"text":"en"}}]}`,
 			Obligation{Op: OpMask, Path: "/name/0/given"},
-			`{"communication":[{"language":{"text":"en"}}],"name":[{"_given":[null,{"id":"g2"}],"given":["***","***"]}],"resourceType":"Patient"}`},
+			`{"communication":[{"language":{"text":"en"}}],"name":[{"given":["***","***"]}],"resourceType":"Patient"}`},
+		{"a repeating primitive, one item masked, the other's companion aligned", `{"resourceType":"Patient","name":[{"given":["Peter","James"],"_given":[null,{"id":"g2"}]}],"communication":[{"language":{"text":"en"}}]}`,
+			Obligation{Op: OpMask, Path: "/name/0/given/0"},
+			`{"communication":[{"language":{"text":"en"}}],"name":[{"_given":[null,{"id":"g2"}],"given":["***","James"]}],"resourceType":"Patient"}`},
 		{"a repeating code item withheld", `{"resourceType":"Patient","contact":[{"telecom":[{"value":"x"}],"relationship":[{"text":"x"}]}],"address":[{"line":["a","b"]}]}`,
 			Obligation{Op: OpGeneralize, Path: "/address/0/line/1", Fn: GeneralizeYear},
 			`{"address":[{"line":["a","***"]}],"contact":[{"relationship":[{"text":"x"}],"telecom":[{"value":"x"}]}],"resourceType":"Patient"}`},
@@ -319,6 +322,45 @@ func TestTypedObligations(t *testing.T) {
 			}
 			if string(out) != want {
 				t.Errorf("got  %s\nwant %s", out, want)
+			}
+		})
+	}
+}
+
+// TestTransformedValueLosesItsCompanion: a value an obligation masks,
+// generalizes or scrubs loses its "_x" companion, whose extensions
+// describe the original value: generalize:/birthDate:year kept
+// _birthDate's patient-birthTime (the full date and time of birth), a mask
+// of a family name kept its own-name extension (the name), and a scrub of
+// given names kept a companion entry's extension holding one (h-review61's
+// finding). A value an obligation leaves as it was keeps its companion.
+func TestTransformedValueLosesItsCompanion(t *testing.T) {
+	birthTime := `{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/patient-birthTime","valueDateTime":"1974-12-25T14:35:45-05:00"}]}`
+	redacted := `"meta":{"security":[{"code":"REDACTED","system":"http://terminology.hl7.org/CodeSystem/v3-ObservationValue"}]},`
+	ownName := `{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/humanname-own-name","valueString":"Chalmers"}]}`
+	for _, c := range []struct {
+		name, in string
+		o        Obligation
+		want     string
+	}{
+		{"generalized birth date", `{"resourceType":"Patient","birthDate":"1974-12-25","_birthDate":` + birthTime + `}`,
+			Obligation{Op: OpGeneralize, Path: "/birthDate", Fn: GeneralizeYear}, `{"birthDate":"1974",` + redacted + `"resourceType":"Patient"}`},
+		{"masked family name", `{"resourceType":"Patient","name":[{"family":"Chalmers-Rey","_family":` + ownName + `}]}`,
+			Obligation{Op: OpMask, Path: "/name/0/family"}, `{` + redacted + `"name":[{"family":"***"}],"resourceType":"Patient"}`},
+		{"scrubbed given names", `{"resourceType":"Patient","name":[{"given":["call 555-867-5309","Ann"],"_given":[` + ownName + `,` + ownName + `]}]}`,
+			Obligation{Op: OpScrub, Path: "/name/0/given"}, `{` + redacted + `"name":[{"_given":[null,` + ownName + `],"given":["call [PHONE]","Ann"]}],"resourceType":"Patient"}`},
+		{"a scrubbed given name, the only one with a companion", `{"resourceType":"Patient","name":[{"given":["call 555-867-5309","Ann"],"_given":[` + ownName + `,null]}]}`,
+			Obligation{Op: OpScrub, Path: "/name/0/given"}, `{` + redacted + `"name":[{"given":["call [PHONE]","Ann"]}],"resourceType":"Patient"}`},
+		{"a scrub that changes nothing", `{"resourceType":"Patient","birthDate":"1974","_birthDate":` + birthTime + `}`,
+			Obligation{Op: OpScrub, Path: "/birthDate", Fn: "phone"}, `{"_birthDate":` + birthTime + `,"birthDate":"1974",` + redacted + `"resourceType":"Patient"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := JSON([]byte(c.in), []Obligation{c.o}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != c.want {
+				t.Errorf("%s:\n got %s\nwant %s", c.o, out, c.want)
 			}
 		})
 	}
