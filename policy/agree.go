@@ -223,10 +223,26 @@ func batchAgrees(ctx context.Context, u *Engine) error {
 // agreement grid (~100 µs each, both ways, on every page).
 const maxGridStrings = 512
 
-// policyGrid is the agreement grid for the policy files.
+// maxGridPage bounds a list page of the agreement grid: a page is one
+// evaluation of decisions, which must finish within the evaluation
+// time-out, and the grid's pages grew past 800 items with the types a
+// policy names, which a researcher's page did not decide within 1 s under
+// the race detector (a loaded machine would refuse the default policy at
+// load the same way). A served list page holds at most app.MaxPageSize
+// (500) items.
+const maxGridPage = 256
+
+// policyGrid is the agreement grid for the policy files, its pages cut to
+// at most maxGridPage items.
 func policyGrid(files []regoFile) []agreementPage {
 	strs := policyStrings(files)
-	return agreementGrid(strs[:min(len(strs), maxGridStrings)], policyRoles(files), policyTypes(strs))
+	var out []agreementPage
+	for _, p := range agreementGrid(strs[:min(len(strs), maxGridStrings)], policyRoles(files), policyTypes(strs)) {
+		for items := range slices.Chunk(p.items, maxGridPage) {
+			out = append(out, agreementPage{in: p.in, items: items})
+		}
+	}
+	return out
 }
 
 // policyStrings returns the distinct string constants of the policy files,

@@ -441,3 +441,47 @@ decision := {"allow": false, "reasons": ["eob_hold"], "obligations": []} if {
 		t.Fatalf("the default policy holding back EOBs in decision only: CheckBatch: %v, want ErrBatchDisagrees", err)
 	}
 }
+
+// TestAgreementIsDecidedOncePerPolicy: policy files whose grid agreed are
+// not decided again in the process (vetBatch, agreedBefore): a load of the
+// same bytes passes within a budget the grid alone overruns, the same
+// policy with one byte more does not, and a policy whose grid disagrees is
+// refused at every load.
+func TestAgreementIsDecidedOncePerPolicy(t *testing.T) {
+	files := map[string]string{"custos/authz.rego": `package custos.authz
+
+decision := {"allow": true, "reasons": ["all"], "obligations": []}
+
+decisions := [{"allow": true, "reasons": ["all"], "obligations": []} | some _ in input.items]
+# once-per-policy ` + t.Name() + `
+`}
+	load := func(files map[string]string) error {
+		_, err := DirSource{Dir: writeDir(t, files), AllowNoTests: true}.Load(context.Background())
+		return err
+	}
+	if err := load(files); err != nil {
+		t.Fatal(err)
+	}
+	old := testRunBudget
+	testRunBudget = time.Microsecond
+	defer func() { testRunBudget = old }()
+	if err := load(files); err != nil {
+		t.Fatalf("the same policy again, its grid agreed before: %v", err)
+	}
+	files["custos/authz.rego"] += "# one byte more\n"
+	if err := load(files); !errors.Is(err, ErrTestsFailed) || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("another policy within a budget its grid overruns: %v, want refused", err)
+	}
+	testRunBudget = old
+	disagree := map[string]string{"custos/authz.rego": `package custos.authz
+
+decision := {"allow": false, "reasons": ["none"], "obligations": []}
+
+decisions := [{"allow": true, "reasons": ["all"], "obligations": []} | some _ in input.items]
+`}
+	for range 2 {
+		if err := load(disagree); !errors.Is(err, ErrBatchDisagrees) {
+			t.Fatalf("a disagreeing policy: %v, want ErrBatchDisagrees at every load", err)
+		}
+	}
+}

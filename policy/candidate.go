@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -80,8 +81,20 @@ func vet(ctx context.Context, files []regoFile, opts Options, requireTests bool)
 // vetBatch refuses a candidate whose decisions rule (list pages) disagrees
 // with its decision rule (reads) on the agreement grid (agree.go), whatever
 // its own tests say: a listing must never show what a read would deny.
+//
+// Policy files whose grid agreed once in this process are not decided
+// again (agreedBefore): the grid and both decisions are a function of the
+// files alone (the capabilities are fixed, the grid is synthetic), so the
+// answer would be the same, and a server or a test that loads the same
+// bundle again paid for the grid each time (about a second for the
+// default policy, ten under the race detector). Only agreement is kept;
+// a refusal is decided again at every load.
 func vetBatch(ctx context.Context, e *Engine, policies []regoFile, opts Options) error {
 	if e.batch == nil {
+		return nil
+	}
+	key := revision(policies)
+	if agreedBefore(key) {
 		return nil
 	}
 	u, err := uncached(ctx, policies, opts)
@@ -91,7 +104,36 @@ func vetBatch(ctx context.Context, e *Engine, policies []regoFile, opts Options)
 	if err := batchAgrees(ctx, u); err != nil {
 		return fmt.Errorf("%w: %w", ErrTestsFailed, err)
 	}
+	rememberAgreed(key)
 	return nil
+}
+
+// agreed holds the revisions (revision: the policy files' digest) whose
+// agreement grid agreed in this process, at most maxAgreed of them.
+var agreed struct {
+	sync.Mutex
+	revisions map[string]bool
+}
+
+// maxAgreed bounds agreed: a process that loads more distinct policies
+// decides the grid of each one past it at every load.
+const maxAgreed = 64
+
+func agreedBefore(rev string) bool {
+	agreed.Lock()
+	defer agreed.Unlock()
+	return agreed.revisions[rev]
+}
+
+func rememberAgreed(rev string) {
+	agreed.Lock()
+	defer agreed.Unlock()
+	if agreed.revisions == nil {
+		agreed.revisions = map[string]bool{}
+	}
+	if len(agreed.revisions) < maxAgreed {
+		agreed.revisions[rev] = true
+	}
 }
 
 // candidateError is err refusing e, a candidate that compiled and passed

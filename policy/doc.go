@@ -126,6 +126,14 @@
 // swapped in, atomically. A broken, unsigned, tampered or failing (or too
 // slow) candidate is rejected with a log line
 // and an [Event] for the audit log, and the last good policy keeps serving.
+//
+// Every candidate with a decisions rule is also decided both ways on the
+// agreement grid (agree.go). Policy files whose grid agreed once in the
+// process are not decided again (vetBatch): the grid and both decisions
+// are a function of the files alone. Invariant: only agreement is kept, by
+// the files' digest, so a changed byte or a refusal is decided again
+// (TestAgreementIsDecidedOncePerPolicy); custos policy check ([CheckBatch])
+// always decides it.
 // Loads are events too, and every Engine names its [Engine.Revision] and
 // [Engine.BundleDigest] for the audit records of its decisions.
 //
