@@ -144,6 +144,7 @@ func FuzzText(f *testing.F) {
 	f.Add("see https://portal.example.org/p/12345 from 10.0.0.7:8080 or 2001:db8::1, www.janedoe.com", "url")
 	f.Add("Acct# 12345678, VIN 1G4AH59H45G118341, plate ABC 1234, SN: X1234567, (01)00844588003288(21)AB12", "id")
 	f.Add("DNI 54362315-K, codice fiscale RSSMRA85T10A562S, BSN 111 222 333, Versichertennummer: 1234567890", "")
+	f.Add("MRN: E4417206, EPI E4417206, FIN-00551207, CSN 81773920145, Visit V00488213, case no. 2024-55120; Visit 2, case 3 of 5", "mrn")
 	f.Fuzz(func(t *testing.T, text, fn string) {
 		obs := []Obligation{{Op: OpScrub, Fn: fn}}
 		out, err := Text([]byte(text), obs, Options{})
@@ -260,7 +261,7 @@ func FuzzScrubKeeping(f *testing.F) {
 // only where its plain regexp finds nothing, so that scrubbing with and
 // without it agree (TestScrubPrefiltersAgree has the table).
 func FuzzScrubPrefilters(f *testing.F) {
-	for _, s := range append(prefilterCases, safeHarborPrefilterCases...) {
+	for _, s := range concat(prefilterCases, safeHarborPrefilterCases, ehrPrefilterCases) {
 		f.Add(s)
 	}
 	f.Add(clinicalNote)

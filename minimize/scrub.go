@@ -162,7 +162,7 @@ const (
 // Core expressions of the identifier classes. Exposed to tests.
 const (
 	emailCore = `[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+`
-	mrnCore   = `(?i:mrn|medical\s+record\s+(?:number|no\.?|#))\s*[-:#]?\s*[0-9]{4,}`
+	mrnCore   = `(?i:mrn|medical\s+record\s+(?:number|no\.?|#))\s*[-:#]?\s*(?:[A-Z]{1,3}-?)?[0-9]{4,}`
 	ssnCore   = `[0-9]{3}[- ` + nbsp + `][0-9]{2}[- ` + nbsp + `][0-9]{4}|(?i:ssn|social\s+security\s+(?:number|no\.?|#))\s*[-:#]?\s*[0-9]{9}`
 	phoneCore = `(?:\+?1` + phoneSep + `?)?(?:\([0-9]{3}\)` + phoneSpace + `?|[0-9]{3}` + phoneSep + `?)[0-9]{3}` + phoneSep + `?[0-9]{4}` +
 		// An international number: a country code after "+", an optional
@@ -311,7 +311,8 @@ const (
 // that their digits, and an address in them, go with them; then email, so a
 // phone-like local part goes with its address; IP addresses before the
 // numbers whose forms their octets have; the keyword identifiers of class
-// id after SSN and before phone (scrub_ids.go); MRN and SSN before phone, so
+// id after SSN and before phone (scrub_ids.go); the record numbers of
+// scrub_ehr.go after MRN; MRN and SSN before phone, so
 // their digits are not half-eaten by the looser phone pattern; a number
 // after "00" before the others, whose forms its national part has; the
 // national identifiers after the telephone numbers (a ten-digit number is
@@ -320,6 +321,7 @@ var scrubPatterns = concat(urlPatterns, []scrubPattern{
 	newScrubPattern(classEmail, "[EMAIL]", ``, emailCore, ``),
 }, ipPatterns, []scrubPattern{
 	newScrubPattern(classMRN, "[MRN]", ``, mrnCore, ``),
+}, recordPatterns, []scrubPattern{
 	newScrubPattern(classSSN, "[SSN]", notDigit, ssnCore, notDigitEnd),
 }, idPatterns, []scrubPattern{
 	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneIntl00, dotNumEnd).onlyIf(mayHoldTrunkNumber).checked(phoneIntl00Digits),
@@ -337,8 +339,9 @@ var scrubPatterns = concat(urlPatterns, []scrubPattern{
 	newScrubPattern(classDate, "[DATE]", notAlnum, dateWordsAnyLanguage(), notAlnumEnd).onlyIf(mayHoldMonthName),
 })
 
-func concat(lists ...[]scrubPattern) []scrubPattern {
-	var out []scrubPattern
+// concat is the lists one after the other.
+func concat[T any](lists ...[]T) []T {
+	var out []T
 	for _, l := range lists {
 		out = append(out, l...)
 	}
@@ -732,7 +735,9 @@ func dateWordsAnyLanguage() string {
 //	       national identifiers whose check digit agrees: KVNR A000500015,
 //	       NIR 1 84 12 76 451 089 46, Medicare 2123 45670 1,
 //	       OHIP 1234-567-897-AB, BSN 111222333                           -> [ID]
-//	MRN    MRN-12345678, "MRN: 12345678", "MRN 12345678"                 -> [MRN]
+//	MRN    MRN-12345678, "MRN: 12345678", "MRN 12345678", "MRN: E4417206" -> [MRN]
+//	       a record number after EPI, FIN, CSN, visit, encounter, and
+//	       case no. (the word kept: "FIN [MRN]", scrub_ehr.go)
 //	date   2024-03-05, 03/05/2024, 3/5/24, March 5, 2024, 5 March 2024   -> [DATE]
 //	       14.03.1931, 1931.03.14, 14-Mar-1931, 14. März 1931,
 //	       19310314, 14031931, 19310314083000
