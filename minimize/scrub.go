@@ -738,6 +738,10 @@ func dateWordsAnyLanguage() string {
 //	MRN    MRN-12345678, "MRN: 12345678", "MRN 12345678", "MRN: E4417206" -> [MRN]
 //	       a record number after EPI, FIN, CSN, visit, encounter, and
 //	       case no. (the word kept: "FIN [MRN]", scrub_ehr.go)
+//	HL7 v2 58203391^^^SMH^MR (a CX of the patient)                      -> [MRN]^^^SMH^MR
+//	       ^PRN^PH^^^715^5550162 (an XTN's area code and number)       -> ^PRN^PH^^^[PHONE]
+//	       in a PID segment, its identifying fields whole, by class:
+//	       PID|1||[MRN]||[NAME]||[DATE]|F|||[ADDRESS]||[PHONE]||…
 //	date   2024-03-05, 03/05/2024, 3/5/24, March 5, 2024, 5 March 2024   -> [DATE]
 //	       14.03.1931, 1931.03.14, 14-Mar-1931, 14. März 1931,
 //	       19310314, 14031931, 19310314083000
@@ -815,7 +819,8 @@ func ScrubKeeping(s string, keep ...string) string {
 // machine tokens included (ScrubString). Every match contains a digit or
 // '@', or, a URL, "://" or "www.", and no token does, so each pass that
 // changes the string strictly reduces their number and the loop
-// terminates.
+// terminates; a PID segment's field (scrubPID) becomes its token, which
+// no pass changes again.
 func scrub(s string, classes scrubClasses) string {
 	return scrubIn(s, classes, false)
 }
@@ -842,7 +847,7 @@ func scrubWith(patterns []scrubPattern, s string, classes scrubClasses, keepToke
 		}
 		return s
 	}
-	if !strings.ContainsAny(s, "0123456789@") && !mayHoldURL(s) {
+	if !strings.ContainsAny(s, "0123456789@") && !mayHoldURL(s) && !strings.Contains(s, "PID|") {
 		return s // nothing any pattern could match
 	}
 	for {
@@ -855,6 +860,7 @@ func scrubWith(patterns []scrubPattern, s string, classes scrubClasses, keepToke
 }
 
 func scrubPass(patterns []scrubPattern, s string, classes scrubClasses, keepTokens bool) string {
+	s = scrubPID(s, classes)
 	for i := range patterns {
 		p := &patterns[i]
 		if classes&p.class == 0 {

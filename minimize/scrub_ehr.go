@@ -22,12 +22,51 @@ const (
 	// number 2024-55120). recordDigits holds it to six digits or more,
 	// so "Visit 2", "CSN 2", "FIN 2024", "visit 120/80" are kept.
 	recordValue = `[A-Z]{0,3}[0-9]+(?:-[0-9]+)*`
+
+	// HL7 v2 in free text: an interface note, a message quoted in a
+	// note. hl7Comp is one component of a field (HL7 v2.5.1 ch. 2,
+	// 2.5.5): no "^", "|", "~" or segment end.
+	hl7Comp = `[^^|~\r\n]*`
+	// cxID is the ID number of a CX identifier (HL7 v2.5.1 ch. 2A, CX:
+	// ID number ^ check digit ^ check digit scheme ^ assigning authority
+	// ^ identifier type code), replaced where cxPatientType follows as
+	// its fifth component: 58203391^^^SMH^MR, V00488213^^^SMH^VN
+	// (PV1-19), 7730019452^^^SMH^AN (PID-18). The rest is kept.
+	cxID = `[0-9A-Za-z][0-9A-Za-z\-]*`
+	// cxPatientType are the identifier type codes of HL7 table 0203 that
+	// name a patient's number: AN account, MR medical record, PI patient
+	// internal, PT patient external, PN person, PE living subject
+	// enterprise, VN visit, SS Social Security, MA Medicaid, MC Medicare,
+	// MB member, SN subscriber, DL driver's licence, PPN passport, JHN
+	// jurisdictional health, NH national health plan, NI national unique
+	// individual, NIIP national insurance, HC health card; and MRN, EPI,
+	// FIN and CSN, as EHRs write them.
+	cxPatientType = `(?:AN|MRN?|PI|PT|PN|PE|VN|SS|MA|MC|MB|SN|DL|PPN|JHN|NH|NIIP|NI|HC|EPI|FIN|CSN)`
+	cxAfter       = `\^` + hl7Comp + `\^` + hl7Comp + `\^` + hl7Comp + `\^` + cxPatientType + `(?:$|[^0-9A-Za-z])`
+	// xtnBefore is an XTN telephone number's components before its area
+	// code (HL7 v2.5.1 ch. 2A, XTN: telephone number ^ use code ^
+	// equipment type ^ e-mail ^ country code ^ area code ^ local number
+	// ^ extension): a use code of HL7 table 0201 and an equipment type of
+	// table 0202 or none. xtnNumber, the area code and local number, is
+	// replaced: (715)555-0162^PRN^PH^^^715^5550162 keeps them where the
+	// first component is replaced as a telephone number. The extension
+	// is kept.
+	xtnBefore = `\^(?:PRN|ORN|WPN|VHN|ASN|EMR|NET|BPN|PRS)\^(?:PH|FX|MD|CP|SAT|BP|TDD|TTY)?\^` + hl7Comp + `\^\+?[0-9]*\^`
+	xtnNumber = `[0-9]{0,5}\^[0-9][0-9\-]{2,}`
 )
 
 // recordPatterns are the patterns of this file's record numbers, in the
 // order scrubPatterns applies them (after the MRN's).
 var recordPatterns = []scrubPattern{
 	newScrubPattern(classMRN, "[MRN]", recordKeyword, recordValue, notAlnumEnd).onlyIf(mayHoldRecordKeyword).checked(recordDigits),
+	newScrubPattern(classMRN, "[MRN]", `^|[^0-9A-Za-z\-^&]`, cxID, cxAfter).onlyIf(mayHoldCarets(4)).checked(hasDigit),
+	newScrubPattern(classPhone, "[PHONE]", xtnBefore, xtnNumber, notDigitEnd+`|-`).onlyIf(mayHoldCarets(6)),
+}
+
+// mayHoldCarets is false only for a string with fewer than n "^": a
+// match of cxAfter holds four, one of xtnBefore and xtnNumber six.
+func mayHoldCarets(n int) func(string) bool {
+	return func(s string) bool { return strings.Count(s, "^") >= n }
 }
 
 // recordCapitals are recordKeyword's words in capitals, recordWords its
@@ -54,3 +93,102 @@ func recordDigits(core string) bool {
 	_, d := alnumCounts(core)
 	return d >= 6
 }
+
+// A PID segment (HL7 v2.5.1 ch. 3, 3.4.2, "PID - Patient Identification
+// Segment") is the patient's identity, field by field: where text holds
+// one, the fields that identify the patient are replaced whole, each
+// with one token, whatever their components (scrubPID); the others (set
+// id, sex, race, language, marital status, religion, ethnic group,
+// citizenship, ...) are kept. Outside a PID segment "^" text is read by
+// the CX and XTN patterns alone, so an OBX's code 8867-4^Heart rate^LN
+// is kept.
+type pidField struct {
+	token string
+	class scrubClasses
+}
+
+// pidFields are PID's identifying fields by number. The patient's names,
+// addresses and birth place have no class of their own: they go with
+// mrn, the class of the patient's record.
+var pidFields = [...]pidField{
+	2:  {"[MRN]", classMRN},     // Patient ID
+	3:  {"[MRN]", classMRN},     // Patient Identifier List
+	4:  {"[MRN]", classMRN},     // Alternate Patient ID - PID
+	5:  {"[NAME]", classMRN},    // Patient Name
+	6:  {"[NAME]", classMRN},    // Mother's Maiden Name
+	7:  {"[DATE]", classDate},   // Date/Time of Birth
+	9:  {"[NAME]", classMRN},    // Patient Alias
+	11: {"[ADDRESS]", classMRN}, // Patient Address
+	12: {"[ADDRESS]", classMRN}, // County Code
+	13: {"[PHONE]", classPhone}, // Phone Number - Home
+	14: {"[PHONE]", classPhone}, // Phone Number - Business
+	18: {"[ID]", classID},       // Patient Account Number
+	19: {"[SSN]", classSSN},     // SSN Number - Patient
+	20: {"[ID]", classID},       // Driver's License Number - Patient
+	21: {"[MRN]", classMRN},     // Mother's Identifier
+	23: {"[ADDRESS]", classMRN}, // Birth Place
+	29: {"[DATE]", classDate},   // Patient Death Date and Time
+	33: {"[DATE]", classDate},   // Last Update Date/Time
+	40: {"[PHONE]", classPhone}, // Patient Telecommunication Information (v2.7 on)
+}
+
+// scrubPID is s with the identifying fields of each PID segment it holds
+// replaced (pidFields), those of classes only. A segment begins at
+// "PID|" with no ASCII letter or digit before it and ends at a carriage
+// return or a line feed, at a space before the next segment's id and
+// "|" (a message pasted on one line), or at the end of s. A field that
+// is empty, HL7's null "" or its token already is left as it is.
+func scrubPID(s string, classes scrubClasses) string {
+	var b strings.Builder
+	last := 0
+	for i := 0; ; {
+		k := strings.Index(s[i:], "PID|")
+		if k < 0 {
+			break
+		}
+		start := i + k
+		i = start + len("PID|")
+		if start > 0 && isAlnum(s[start-1]) {
+			continue
+		}
+		end := hl7SegmentEnd(s, i)
+		fields := strings.Split(s[start:end], "|")
+		changed := false
+		for n, f := range fields {
+			if n >= len(pidFields) {
+				break
+			}
+			if p := pidFields[n]; p.token != "" && classes&p.class != 0 && f != "" && f != `""` && f != p.token {
+				fields[n], changed = p.token, true
+			}
+		}
+		if changed {
+			b.WriteString(s[last:start])
+			b.WriteString(strings.Join(fields, "|"))
+			last = end
+		}
+		i = end
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// hl7SegmentEnd is the end of the segment whose fields begin at s[i:].
+func hl7SegmentEnd(s string, i int) int {
+	for ; i < len(s); i++ {
+		switch s[i] {
+		case '\r', '\n':
+			return i
+		case ' ':
+			if i+4 < len(s) && isCapital(s[i+1]) && isCapitalOrDigit(s[i+2]) && isCapitalOrDigit(s[i+3]) && s[i+4] == '|' {
+				return i
+			}
+		}
+	}
+	return len(s)
+}
+
+func isCapitalOrDigit(c byte) bool { return isCapital(c) || isDigit(c) }

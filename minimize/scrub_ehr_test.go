@@ -41,6 +41,8 @@ var ehrPrefilterCases = []string{
 	"viſit V00488213", "VISIT 00488213", "Visit\nnumber 00488213", "_visit 00488213", "encounter-99812233",
 	"contact  serial 81773920145", "financial no. 551207", "case 2024-55120", "Case nr 2024-55120", "Episode ID 00551207",
 	"admission n° 4417206", "Visit 2",
+	"58203391^^^SMH^MR", "x58203391^^^SMH^MR", "-58203391^^^SMH^MR", "58203391^^^SMH^MRX", "58203391^1^M10^SMH&1.2.3&ISO^PI|",
+	"^PRN^PH^^^715^5550162", "^PRN^PH^^+1^715^555-0162^12", "^NET^Internet^a@b.org^^^5550162", "^^^^^", "PID|1||x^^^y^MR",
 }
 
 // TestScrubEHRPrefiltersAgree: scrub_ehr.go's prefilters are false only
@@ -48,5 +50,51 @@ var ehrPrefilterCases = []string{
 func TestScrubEHRPrefiltersAgree(t *testing.T) {
 	for _, s := range ehrPrefilterCases {
 		checkPrefilters(t, s)
+	}
+}
+
+// HL7 v2 in free text (an interface note, the original message quoted in
+// a note): a CX identifier of the patient before its assigning authority
+// and type (PID-3's 58203391^^^SMH^MR, PV1-19's V00488213^^^SMH^VN), an
+// XTN's area code and local number components, and in a PID segment
+// every field that identifies the patient (HL7 v2.5.1 ch. 3, 3.4.2).
+func TestScrubHL7v2(t *testing.T) {
+	const pid = "PID|1||58203391^^^SMH^MR~531862047^^^SSA^SS||HAVERBROOK^PERPETUA^LISLE||19461104|F|||2209 TAMARACK SPUR^^RHINELANDER^WI^54501||(715)555-0162^PRN^PH^^^715^5550162|||M||7730019452^^^SMH^AN|531-86-2047|||N||||||||N"
+	checkScrub(t, []scrubCase{
+		{"PID|1||58203391^^^SMH^MR", "PID|1||[MRN]"},
+		{"MRN 58203391^^^SMH^MR", "[MRN]^^^SMH^MR"},
+		{"id 58203391^^^SMH^PI, 58203391^^^SMH^MRN", "id [MRN]^^^SMH^PI, [MRN]^^^SMH^MRN"},
+		{"PV1|1|I|4W^412^B^SMH||||||||||||||||V00488213^^^SMH^VN", "PV1|1|I|4W^412^B^SMH||||||||||||||||[MRN]^^^SMH^VN"},
+		{"(715)555-0162^PRN^PH^^^715^5550162", "[PHONE]^PRN^PH^^^[PHONE]"},
+		{"NK1|1|HAVERBROOK^LUCIUS|SPO||^PRN^PH^^^715^5550177", "NK1|1|HAVERBROOK^LUCIUS|SPO||^PRN^PH^^^[PHONE]"},
+		{"^WPN^PH^^1^715^5550162^12", "^WPN^PH^^1^[PHONE]^12"},
+		{pid, "PID|1||[MRN]||[NAME]||[DATE]|F|||[ADDRESS]||[PHONE]|||M||[ID]|[SSN]|||N||||||||N"},
+		{"MSH|^~\\&|ADT|SMH|||20261207||ADT^A01|MSG00417|P|2.5.1\r" + pid + "\rPV1|1|I",
+			"MSH|^~\\&|ADT|SMH|||[DATE]||ADT^A01|MSG00417|P|2.5.1\rPID|1||[MRN]||[NAME]||[DATE]|F|||[ADDRESS]||[PHONE]|||M||[ID]|[SSN]|||N||||||||N\rPV1|1|I"},
+		{"note: PID|||||DOE^JANE^Q||19490217 PV1|1|I|4W^412", "note: PID|||||[NAME]||[DATE] PV1|1|I|4W^412"},
+		{"PID|||||DOE^JANE^Q", "PID|||||[NAME]"},
+		{"PID|1|\"\"|\"\"|", "PID|1|\"\"|\"\"|"},
+	})
+	checkKept(t, []string{
+		"OBX|1|NM|8867-4^Heart rate^LN||72|/min", "OBX|5|CWE|2093-3^Cholesterol^LN^^^^2.74||200^mg/dL^UCUM|||N|||F",
+		"ADT^A01^ADT_A01", "RXA|0|1|||08^HepB^CVX|0.5|mL", "x^y^z^w^v", "E11.9^Type 2 diabetes^I10",
+		"PIDs|1|2", "rapid|1||2", "^PRN^PH^^^^", "a^PRN^PH^^^715^",
+	})
+}
+
+// TestScrubPIDByClass: a PID field is replaced only when its class is
+// asked for; names and addresses go with mrn.
+func TestScrubPIDByClass(t *testing.T) {
+	const in = "PID|1||58203391^^^SMH^MR||DOE^JANE^Q||19490217|F|||12 Main St^^Springfield^MA^01101||^PRN^PH^^^715^5550162|||||7730019452|531-86-2047"
+	for fn, want := range map[string]string{
+		"date":   "PID|1||58203391^^^SMH^MR||DOE^JANE^Q||[DATE]|F|||12 Main St^^Springfield^MA^01101||^PRN^PH^^^715^5550162|||||7730019452|531-86-2047",
+		"mrn":    "PID|1||[MRN]||[NAME]||19490217|F|||[ADDRESS]||^PRN^PH^^^715^5550162|||||7730019452|531-86-2047",
+		"phone":  "PID|1||58203391^^^SMH^MR||DOE^JANE^Q||19490217|F|||12 Main St^^Springfield^MA^01101||[PHONE]|||||[PHONE]|531-86-2047", // ten digits: a telephone number's form
+		"ssn,id": "PID|1||58203391^^^SMH^MR||DOE^JANE^Q||19490217|F|||12 Main St^^Springfield^MA^01101||^PRN^PH^^^715^5550162|||||[ID]|[SSN]",
+	} {
+		out, err := Text([]byte(in), []Obligation{{Op: OpScrub, Fn: fn}}, Options{})
+		if err != nil || string(out) != want {
+			t.Errorf("scrub %s:\n got %q, %v\nwant %q", fn, out, err, want)
+		}
 	}
 }
