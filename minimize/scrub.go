@@ -317,9 +317,9 @@ const (
 // after "00" before the others, whose forms its national part has; the
 // national identifiers after the telephone numbers (a ten-digit number is
 // a telephone number first), longest form first; dates last.
-var scrubPatterns = concat(urlPatterns, []scrubPattern{
+var scrubPatterns = concat(urlPatterns, urnPatterns, []scrubPattern{
 	newScrubPattern(classEmail, "[EMAIL]", ``, emailCore, ``),
-}, ipPatterns, []scrubPattern{
+}, speltEmailPatterns, ipPatterns, []scrubPattern{
 	newScrubPattern(classMRN, "[MRN]", ``, mrnCore, ``),
 }, recordPatterns, []scrubPattern{
 	newScrubPattern(classSSN, "[SSN]", notDigit, ssnCore, notDigitEnd),
@@ -731,6 +731,7 @@ func dateWordsAnyLanguage() string {
 //	       and any of these with a no-break, figure, thin or narrow
 //	       no-break space between groups
 //	email  jane.doe@example.org                                          -> [EMAIL]
+//	       j dot doe at example dot com, j.doe [at] example [dot] com
 //	SSN    123-45-6789, "SSN: 123456789"                                 -> [SSN]
 //	       national identifiers whose check digit agrees: KVNR A000500015,
 //	       NIR 1 84 12 76 451 089 46, Medicare 2123 45670 1,
@@ -747,6 +748,7 @@ func dateWordsAnyLanguage() string {
 //	       19310314, 14031931, 19310314083000
 //	url    https://portal.example.org/patient/12345, www.janedoe.com     -> [URL]
 //	       (not a definition's: http://loinc.org, a FHIR canonical)
+//	       a URN of no standard's namespace with a digit: URN:CERNER:…:DOE710948
 //	       192.168.14.27, 2001:db8::1                                    -> [IP]
 //	id     "Acct 12345678", "member ID: XYZ123", "policy # P12-01",      -> [ID]
 //	       "DL# D1234567", "plate ABC 1234", "SN: X1234567", "VIN …",
@@ -817,10 +819,11 @@ func ScrubKeeping(s string, keep ...string) string {
 
 // scrub replaces identifiers of the given classes until none is left,
 // machine tokens included (ScrubString). Every match contains a digit or
-// '@', or, a URL, "://" or "www.", and no token does, so each pass that
-// changes the string strictly reduces their number and the loop
-// terminates; a PID segment's field (scrubPID) becomes its token, which
-// no pass changes again.
+// '@', or, a URL, "://" or "www.", or, a spelt e-mail address, "at"
+// between spaces or brackets (mayHoldSpeltAt), and no token does, so
+// each pass that changes the string strictly reduces their number and
+// the loop terminates; a PID segment's field (scrubPID) becomes its
+// token, which no pass changes again.
 func scrub(s string, classes scrubClasses) string {
 	return scrubIn(s, classes, false)
 }
@@ -847,7 +850,7 @@ func scrubWith(patterns []scrubPattern, s string, classes scrubClasses, keepToke
 		}
 		return s
 	}
-	if !strings.ContainsAny(s, "0123456789@") && !mayHoldURL(s) && !strings.Contains(s, "PID|") {
+	if !strings.ContainsAny(s, "0123456789@") && !mayHoldURL(s) && !strings.Contains(s, "PID|") && !mayHoldSpeltAt(s) {
 		return s // nothing any pattern could match
 	}
 	for {

@@ -53,6 +53,29 @@ const (
 	// is kept.
 	xtnBefore = `\^(?:PRN|ORN|WPN|VHN|ASN|EMR|NET|BPN|PRS)\^(?:PH|FX|MD|CP|SAT|BP|TDD|TTY)?\^` + hl7Comp + `\^\+?[0-9]*\^`
 	xtnNumber = `[0-9]{0,5}\^[0-9][0-9\-]{2,}`
+
+	// urn is a URN (RFC 8141: "urn:", a namespace identifier, ":" and
+	// its specific string), replaced whole when its namespace is none of
+	// standardURNSpaces and it holds a digit (personalURN): Oracle
+	// Health's federated person principal
+	// URN:CERNER:IDENTITY-FEDERATION:REALM:NESSELRODE710948 names the
+	// patient and the MRN. As urlCore, it ends before a sentence's
+	// punctuation.
+	urn = `(?i:urn):[A-Za-z0-9][A-Za-z0-9\-]{0,31}:[^\s<>"'\x60]*[^\s<>"'\x60.,;:!?)\]]`
+
+	// An e-mail address spelt out to get past filters, as patients and
+	// staff write them in messages: "at" and "dot" as words or in
+	// brackets, j dot nesselrode at example dot com,
+	// j.nesselrode [at] example [dot] com, J.NESSELRODE(AT)EXAMPLE.COM.
+	// The domain ends in one of speltTLDs. "at" as a bare word needs
+	// the last dot spelt too ("results at mychart.com" is prose), an
+	// "at" in brackets does not.
+	speltDot   = `(?:\s*[\[({]dot[\])}]\s*|\s+dot\s+)`
+	speltLabel = `[A-Za-z0-9\-]+`
+	speltTLDs  = `(?:com|org|net|edu|gov|mil|int|info|biz|io|co|us|uk|ca|au|nz|ie|de|at|ch|fr|be|nl|lu|es|pt|it|se|no|dk|fi|pl|jp|example|test)`
+	speltEmail = `(?i:[A-Za-z0-9_%+\-]+(?:(?:\.|` + speltDot + `)[A-Za-z0-9_%+\-]+)*` +
+		`(?:\s*[\[({]at[\])}]\s*` + speltLabel + `(?:(?:\.|` + speltDot + `)` + speltLabel + `)*(?:\.|` + speltDot + `)` +
+		`|\s+at\s+` + speltLabel + `(?:(?:\.|` + speltDot + `)` + speltLabel + `)*` + speltDot + `)` + speltTLDs + `)`
 )
 
 // recordPatterns are the patterns of this file's record numbers, in the
@@ -61,6 +84,54 @@ var recordPatterns = []scrubPattern{
 	newScrubPattern(classMRN, "[MRN]", recordKeyword, recordValue, notAlnumEnd).onlyIf(mayHoldRecordKeyword).checked(recordDigits),
 	newScrubPattern(classMRN, "[MRN]", `^|[^0-9A-Za-z\-^&]`, cxID, cxAfter).onlyIf(mayHoldCarets(4)).checked(hasDigit),
 	newScrubPattern(classPhone, "[PHONE]", xtnBefore, xtnNumber, notDigitEnd+`|-`).onlyIf(mayHoldCarets(6)),
+}
+
+// The patterns of a URN and a spelt e-mail address, in the order
+// scrubPatterns applies them (after URLs and e-mail addresses).
+var (
+	urnPatterns = []scrubPattern{
+		newScrubPattern(classURL, "[URL]", notAlnum, urn, ``).onlyIf(mayHoldURN).checked(personalURN),
+	}
+	speltEmailPatterns = []scrubPattern{
+		newScrubPattern(classEmail, "[EMAIL]", `^|[^A-Za-z0-9._%+\-]`, speltEmail, notAlnumEnd).onlyIf(mayHoldSpeltAt),
+	}
+)
+
+// standardURNSpaces are the URN namespaces of standards whose URNs name
+// a definition, a code system or an identifier system (urn:oid: as
+// FHIR's identifier systems, urn:ietf:bcp:47, urn:iso:std:iso:3166,
+// urn:ihe:, urn:hl7-org:, urn:dicom:), or a Bundle's entry (urn:uuid:,
+// whose digits the other patterns read as anywhere else).
+var standardURNSpaces = map[string]bool{"oid": true, "uuid": true, "ietf": true, "iso": true, "ihe": true, "hl7-org": true, "dicom": true}
+
+// personalURN: a URN of no standard's namespace, holding a digit.
+func personalURN(core string) bool {
+	nid := strings.ToLower(strings.SplitN(core, ":", 3)[1])
+	return !standardURNSpaces[nid] && hasDigit(core)
+}
+
+// mayHoldURN is false only for a string in which urn has no match: each
+// begins with "urn:" as (?i) reads it.
+func mayHoldURN(s string) bool {
+	for i := 3; i < len(s); i++ {
+		if s[i] == ':' && s[i-3]|0x20 == 'u' && s[i-2]|0x20 == 'r' && s[i-1]|0x20 == 'n' {
+			return true
+		}
+	}
+	return false
+}
+
+// mayHoldSpeltAt is false only for a string in which speltEmail has no
+// match: each holds "at" as (?i) reads it with white space (as \s reads
+// it) or an opening bracket before it, and white space or a closing
+// bracket after it.
+func mayHoldSpeltAt(s string) bool {
+	for i := 1; i+2 < len(s); i++ {
+		if s[i]|0x20 == 'a' && s[i+1]|0x20 == 't' && strings.IndexByte("\t\n\f\r [({", s[i-1]) >= 0 && strings.IndexByte("\t\n\f\r ])}", s[i+2]) >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // mayHoldCarets is false only for a string with fewer than n "^": a

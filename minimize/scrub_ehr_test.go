@@ -43,6 +43,8 @@ var ehrPrefilterCases = []string{
 	"admission n° 4417206", "Visit 2",
 	"58203391^^^SMH^MR", "x58203391^^^SMH^MR", "-58203391^^^SMH^MR", "58203391^^^SMH^MRX", "58203391^1^M10^SMH&1.2.3&ISO^PI|",
 	"^PRN^PH^^^715^5550162", "^PRN^PH^^+1^715^555-0162^12", "^NET^Internet^a@b.org^^^5550162", "^^^^^", "PID|1||x^^^y^MR",
+	"URN:X:1", "uRn:cerner:a1", "xurn:cerner:1", "urn:oid:1.2", "urn::1", "j AT example DOT com", "j\tat\nexample dot com",
+	"j(at)x.com", "j [at]x.com", "j{AT}x{dot}org", "at x dot com", "j at x dot com", "j at x.com", "[at] x.com",
 }
 
 // TestScrubEHRPrefiltersAgree: scrub_ehr.go's prefilters are false only
@@ -97,4 +99,27 @@ func TestScrubPIDByClass(t *testing.T) {
 			t.Errorf("scrub %s:\n got %q, %v\nwant %q", fn, out, err, want)
 		}
 	}
+}
+
+// A URN whose namespace is no standard's carries what its issuer puts in
+// it (Oracle Health's federated person principal names the patient and
+// the MRN); an e-mail address is spelt out to get past filters.
+func TestScrubURNsAndSpeltEmails(t *testing.T) {
+	checkScrub(t, []scrubCase{
+		{"URN:CERNER:IDENTITY-FEDERATION:REALM:NESSELRODE710948", "[URL]"},
+		{"principal urn:cerner:identity-federation:realm:nesselrode710948-7.", "principal [URL]."},
+		{"urn:epic:patient:E4417206", "[URL]"},
+		{"j dot nesselrode at example dot com", "[EMAIL]"},
+		{"write to j.nesselrode [at] example [dot] com.", "write to [EMAIL]."},
+		{"J.NESSELRODE(AT)EXAMPLE.COM", "[EMAIL]"},
+		{"b_nesselrode {at} mail dot example dot org", "[EMAIL]"},
+		{"mail: jane at example dot org", "mail: [EMAIL]"},
+	})
+	checkKept(t, []string{
+		"urn:oid:2.16.840.1.113883.4.1", "urn:ietf:bcp:47", "urn:iso:std:iso:3166", "urn:ietf:rfc:3986",
+		"urn:uuid:2f1c9d3e-8b4a-4c1e-9f00-aa01bc02cd03", "urn:ihe:iti:xds:2013:referral", "urn:hl7-org:v3",
+		"urn:dicom:uid", "burn: 2 cm", "seen at home, dot com bubble", "at rest. dot on the chart", "pain at 5 dot 3",
+		"seen at St. Mary's", "arrived at 10.30", "the patient at Example.Hospital rests", "look at this",
+		"results at mychart.com", "seen at walgreens.com", "at [dot] com", "meet at noon dot", "dot at dot",
+	})
 }
