@@ -337,7 +337,7 @@ var scrubPatterns = concat(urlPatterns, urnPatterns, []scrubPattern{
 	newScrubPattern(classDate, "[DATE]", dotNumStart, dateDots, dotNumEnd).onlyIf(mayHoldDateDots),
 	newScrubPattern(classDate, "[DATE]", notAlnum, dateWords, notAlnumEnd).onlyIf(mayHoldMonthName),
 	newScrubPattern(classDate, "[DATE]", notAlnum, dateWordsAnyLanguage(), notAlnumEnd).onlyIf(mayHoldMonthName),
-})
+}, cjkDatePatterns)
 
 // concat is the lists one after the other.
 func concat[T any](lists ...[]T) []T {
@@ -745,7 +745,8 @@ func dateWordsAnyLanguage() string {
 //	       PID|1||[MRN]||[NAME]||[DATE]|F|||[ADDRESS]||[PHONE]||…
 //	date   2024-03-05, 03/05/2024, 3/5/24, March 5, 2024, 5 March 2024   -> [DATE]
 //	       14.03.1931, 1931.03.14, 14-Mar-1931, 14. März 1931,
-//	       19310314, 14031931, 19310314083000
+//	       19310314, 14031931, 19310314083000,
+//	       昭和23年2月29日, 1948年2月29日, 2024年3月, 1948년 2월 29일
 //	url    https://portal.example.org/patient/12345, www.janedoe.com     -> [URL]
 //	       (not a definition's: http://loinc.org, a FHIR canonical)
 //	       a URN of no standard's namespace with a digit: URN:CERNER:…:DOE710948
@@ -757,8 +758,9 @@ func dateWordsAnyLanguage() string {
 //	       DNI, NIE or codice fiscale whose check agrees (scrub_ids.go)
 //
 // Numbers written in full-width digits or kanji numerals, or with their
-// groups joined by en or em spaces or typographic dashes, are read as
-// ASCII (foldForScrub).
+// groups joined by en or em spaces or typographic dashes (an em dash or
+// a katakana long mark ー between two digits too), are read as ASCII
+// (foldForScrub).
 //
 // It keeps nothing whole: digits inside a UUID or a hex run are replaced as
 // anywhere else ("aaaaaaaa-2024-0305-1234-5551234567ab" ->

@@ -72,6 +72,20 @@ const (
 	// "at" in brackets does not.
 	speltDot   = `(?:\s*[\[({]dot[\])}]\s*|\s+dot\s+)`
 	speltLabel = `[A-Za-z0-9\-]+`
+	// cjkDate is a date as Japanese and Chinese (年, 月, 日) and Korean
+	// (년, 월, 일) write it: a year and a month, with or without the day,
+	// or a month and a day; the year a Gregorian one or, in Japanese, an
+	// era's (明治, 大正, 昭和, 平成, 令和 and the year of the era, 元 its
+	// first: 昭和23年 is 1948): 昭和23年2月29日, 1948年2月29日, 2024年3月,
+	// 3月5日, 1948년 2월 29일. A year alone (1948年, 昭和23年) is kept, as
+	// Safe Harbor keeps it; so are a duration (3ヶ月, 3日間) and a count
+	// (1日3回). Full-width digits are read after foldForScrub; a year in
+	// kanji numerals with 十 (昭和二十三年) is not.
+	cjkEraYear = `(?:明治|大正|昭和|平成|令和)\s*(?:[0-9]{1,2}|元)\s*年`
+	cjkDate    = `(?:` + cjkEraYear + `|[0-9]{4}\s*年)\s*[0-9]{1,2}\s*月(?:\s*[0-9]{1,2}\s*日)?` +
+		`|[0-9]{1,2}\s*月\s*[0-9]{1,2}\s*日` +
+		`|[0-9]{4}\s*년\s*[0-9]{1,2}\s*월(?:\s*[0-9]{1,2}\s*일)?|[0-9]{1,2}\s*월\s*[0-9]{1,2}\s*일`
+
 	speltTLDs  = `(?:com|org|net|edu|gov|mil|int|info|biz|io|co|us|uk|ca|au|nz|ie|de|at|ch|fr|be|nl|lu|es|pt|it|se|no|dk|fi|pl|jp|example|test)`
 	speltEmail = `(?i:[A-Za-z0-9_%+\-]+(?:(?:\.|` + speltDot + `)[A-Za-z0-9_%+\-]+)*` +
 		`(?:\s*[\[({]at[\])}]\s*` + speltLabel + `(?:(?:\.|` + speltDot + `)` + speltLabel + `)*(?:\.|` + speltDot + `)` +
@@ -96,6 +110,16 @@ var (
 		newScrubPattern(classEmail, "[EMAIL]", `^|[^A-Za-z0-9._%+\-]`, speltEmail, notAlnumEnd).onlyIf(mayHoldSpeltAt),
 	}
 )
+
+// cjkDatePatterns is the pattern of cjkDate, applied with the other
+// dates.
+var cjkDatePatterns = []scrubPattern{
+	newScrubPattern(classDate, "[DATE]", notDigit, cjkDate, ``).onlyIf(mayHoldCJKMonth),
+}
+
+// mayHoldCJKMonth is false only for a string in which cjkDate has no
+// match: each holds 月 or 월.
+func mayHoldCJKMonth(s string) bool { return strings.Contains(s, "月") || strings.Contains(s, "월") }
 
 // standardURNSpaces are the URN namespaces of standards whose URNs name
 // a definition, a code system or an identifier system (urn:oid: as

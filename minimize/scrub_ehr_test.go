@@ -45,6 +45,7 @@ var ehrPrefilterCases = []string{
 	"^PRN^PH^^^715^5550162", "^PRN^PH^^+1^715^555-0162^12", "^NET^Internet^a@b.org^^^5550162", "^^^^^", "PID|1||x^^^y^MR",
 	"URN:X:1", "uRn:cerner:a1", "xurn:cerner:1", "urn:oid:1.2", "urn::1", "j AT example DOT com", "j\tat\nexample dot com",
 	"j(at)x.com", "j [at]x.com", "j{AT}x{dot}org", "at x dot com", "j at x dot com", "j at x.com", "[at] x.com",
+	"昭和23年2月29日", "3月", "12月31日", "1948年 2月", "2월 3일", "月1日", "1월",
 }
 
 // TestScrubEHRPrefiltersAgree: scrub_ehr.go's prefilters are false only
@@ -121,5 +122,31 @@ func TestScrubURNsAndSpeltEmails(t *testing.T) {
 		"urn:dicom:uid", "burn: 2 cm", "seen at home, dot com bubble", "at rest. dot on the chart", "pain at 5 dot 3",
 		"seen at St. Mary's", "arrived at 10.30", "the patient at Example.Hospital rests", "look at this",
 		"results at mychart.com", "seen at walgreens.com", "at [dot] com", "meet at noon dot", "dot at dot",
+	})
+}
+
+// Dates as Japanese, Chinese and Korean write them: a Japanese era's
+// year (昭和23年: 1948), or a Gregorian one, with month and day, and a
+// month and day; the year alone is kept (Safe Harbor keeps it). A
+// katakana long mark or an em dash between a number's groups.
+func TestScrubCJKDatesAndDashes(t *testing.T) {
+	checkScrub(t, []scrubCase{
+		{"昭和23年2月29日", "[DATE]"},
+		{"生年月日: 1948年2月29日生", "生年月日: [DATE]生"},
+		{"平成元年1月8日", "[DATE]"},
+		{"令和6年 3月 5日受診", "[DATE]受診"},
+		{"2024年3月", "[DATE]"},
+		{"3月5日に受診", "[DATE]に受診"},
+		{"１９４８年２月２９日", "[DATE]"},
+		{"1948년 2월 29일", "[DATE]"},
+		{"2024年3月5日", "[DATE]"},
+		{"03ー3657ー4418", "[PHONE]"},
+		{"電話 〇三ー三六五七ー四四一八", "電話 [PHONE]"},
+		{"555—123—4567", "[PHONE]"},
+		{"call 555―123―4567", "call [PHONE]"},
+	})
+	checkKept(t, []string{
+		"昭和23年", "1948年", "2024年度", "3日間", "3ヶ月", "3か月後", "毎月1日", "1日3回", "コーヒー 2杯", "5—10 mg",
+		"2—3 days — then stop", "ー3657ー", "2월",
 	})
 }
