@@ -15,8 +15,14 @@ const (
 	// or an admission, words clinical prose uses for other things ("case
 	// 3 of 5"). The capitals EPI, FIN and CSN count as written only
 	// ("fin" is French for "end"). The word is kept.
-	recordKeyword = `\b(?:(?:EPI|FIN|CSN|(?i:visit|encounter|contact\s+serial(?:\s+number)?|financial(?:\s+number)?))\b(?:\s*` + numMark + `)?` +
-		`|(?i:case|episode|admission)\b\s*` + numMark + `)\s*[:=#\-]?\s*`
+	recordKeyword = `(?:\b(?:(?:EPI|FIN|CSN|(?i:visit|encounter|contact\s+serial(?:\s+number)?|financial(?:\s+number)?))\b(?:\s*` + numMark + `)?` +
+		`|(?i:case|episode|admission)\b\s*` + numMark + `)|` + cjkRecordWords + `)\s*[:=#\-：]?\s*`
+	// cjkRecordWords are the words Japanese, Chinese and Korean records
+	// put before the patient's number: 患者番号, 患者ID, カルテ番号,
+	// 診察券番号, 病歴番号 (Japanese), 病历号, 病案号, 住院号 (Chinese),
+	// 환자번호, 등록번호 (Korean). \b reads ASCII only, so they stand
+	// apart.
+	cjkRecordWords = `(?:患者番号|患者ID|カルテ番号|診察券番号|病歴番号|病历号|病案号|住院号|환자번호|등록번호)`
 	// recordValue is the number: up to three capitals (Epic's E4417206,
 	// a visit's V00488213), then digits, in groups joined by "-" (a case
 	// number 2024-55120). recordDigits holds it to six digits or more,
@@ -124,9 +130,10 @@ func mayHoldCJKMonth(s string) bool { return strings.Contains(s, "月") || strin
 // standardURNSpaces are the URN namespaces of standards whose URNs name
 // a definition, a code system or an identifier system (urn:oid: as
 // FHIR's identifier systems, urn:ietf:bcp:47, urn:iso:std:iso:3166,
-// urn:ihe:, urn:hl7-org:, urn:dicom:), or a Bundle's entry (urn:uuid:,
-// whose digits the other patterns read as anywhere else).
-var standardURNSpaces = map[string]bool{"oid": true, "uuid": true, "ietf": true, "iso": true, "ihe": true, "hl7-org": true, "dicom": true}
+// urn:ihe:, urn:hl7-org:, urn:dicom:, urn:iso-astm: as FHIR's Signature
+// type system urn:iso-astm:E1762-95:2013), or a Bundle's entry
+// (urn:uuid:, whose digits the other patterns read as anywhere else).
+var standardURNSpaces = map[string]bool{"oid": true, "uuid": true, "ietf": true, "iso": true, "iso-astm": true, "ihe": true, "hl7-org": true, "dicom": true}
 
 // personalURN: a URN of no standard's namespace, holding a digit.
 func personalURN(core string) bool {
@@ -164,10 +171,10 @@ func mayHoldCarets(n int) func(string) bool {
 	return func(s string) bool { return strings.Count(s, "^") >= n }
 }
 
-// recordCapitals are recordKeyword's words in capitals, recordWords its
-// others as (?i) reads them.
+// recordCapitals are recordKeyword's words in capitals and
+// cjkRecordWords, recordWords its others as (?i) reads them.
 var (
-	recordCapitals = []string{"EPI", "FIN", "CSN"}
+	recordCapitals = []string{"EPI", "FIN", "CSN", "患者番号", "患者ID", "カルテ番号", "診察券番号", "病歴番号", "病历号", "病案号", "住院号", "환자번호", "등록번호"}
 	recordWords    = newWordSet("visit", "encounter", "contact serial", "financial", "case", "episode", "admission")
 )
 

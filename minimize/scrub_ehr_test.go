@@ -20,6 +20,9 @@ func TestScrubRecordNumbers(t *testing.T) {
 		{"Encounter 99812233 closed", "Encounter [MRN] closed"},
 		{"case no. 2024-55120", "case no. [MRN]"},
 		{"Case # 2024-55120", "Case # [MRN]"},
+		{"生年月日 1948年2月29日、患者番号 00731492、", "生年月日 [DATE]、患者番号 [MRN]、"},
+		{"カルテ番号：E0731492", "カルテ番号：[MRN]"},
+		{"환자번호 00731492", "환자번호 [MRN]"},
 	})
 }
 
@@ -45,7 +48,7 @@ var ehrPrefilterCases = []string{
 	"^PRN^PH^^^715^5550162", "^PRN^PH^^+1^715^555-0162^12", "^NET^Internet^a@b.org^^^5550162", "^^^^^", "PID|1||x^^^y^MR",
 	"URN:X:1", "uRn:cerner:a1", "xurn:cerner:1", "urn:oid:1.2", "urn::1", "j AT example DOT com", "j\tat\nexample dot com",
 	"j(at)x.com", "j [at]x.com", "j{AT}x{dot}org", "at x dot com", "j at x dot com", "j at x.com", "[at] x.com",
-	"昭和23年2月29日", "3月", "12月31日", "1948年 2月", "2월 3일", "月1日", "1월",
+	"患者番号 00731492", "x患者ID:123456", "昭和23年2月29日", "3月", "12月31日", "1948年 2月", "2월 3일", "月1日", "1월",
 }
 
 // TestScrubEHRPrefiltersAgree: scrub_ehr.go's prefilters are false only
@@ -119,7 +122,7 @@ func TestScrubURNsAndSpeltEmails(t *testing.T) {
 	checkKept(t, []string{
 		"urn:oid:2.16.840.1.113883.4.1", "urn:ietf:bcp:47", "urn:iso:std:iso:3166", "urn:ietf:rfc:3986",
 		"urn:uuid:2f1c9d3e-8b4a-4c1e-9f00-aa01bc02cd03", "urn:ihe:iti:xds:2013:referral", "urn:hl7-org:v3",
-		"urn:dicom:uid", "burn: 2 cm", "seen at home, dot com bubble", "at rest. dot on the chart", "pain at 5 dot 3",
+		"urn:dicom:uid", "urn:iso-astm:E1762-95:2013", "burn: 2 cm", "seen at home, dot com bubble", "at rest. dot on the chart", "pain at 5 dot 3",
 		"seen at St. Mary's", "arrived at 10.30", "the patient at Example.Hospital rests", "look at this",
 		"results at mychart.com", "seen at walgreens.com", "at [dot] com", "meet at noon dot", "dot at dot",
 	})
