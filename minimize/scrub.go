@@ -741,8 +741,8 @@ func dateWordsAnyLanguage() string {
 //	       case no. (the word kept: "FIN [MRN]", scrub_ehr.go)
 //	HL7 v2 58203391^^^SMH^MR (a CX of the patient)                      -> [MRN]^^^SMH^MR
 //	       ^PRN^PH^^^715^5550162 (an XTN's area code and number)       -> ^PRN^PH^^^[PHONE]
-//	       in a PID segment, its identifying fields whole, by class:
-//	       PID|1||[MRN]||[NAME]||[DATE]|F|||[ADDRESS]||[PHONE]||…
+//	       in a PID, NK1, PV1 or MRG segment, its identifying fields
+//	       whole, by class: PID|1||[MRN]||[NAME]||[DATE]|F|||[ADDRESS]||…
 //	date   2024-03-05, 03/05/2024, 3/5/24, March 5, 2024, 5 March 2024   -> [DATE]
 //	       14.03.1931, 1931.03.14, 14-Mar-1931, 14. März 1931,
 //	       19310314, 14031931, 19310314083000,
@@ -824,7 +824,7 @@ func ScrubKeeping(s string, keep ...string) string {
 // '@', or, a URL, "://" or "www.", or, a spelt e-mail address, "at"
 // between spaces or brackets (mayHoldSpeltAt), and no token does, so
 // each pass that changes the string strictly reduces their number and
-// the loop terminates; a PID segment's field (scrubPID) becomes its
+// the loop terminates; an HL7 v2 segment's field (scrubHL7Segments) becomes its
 // token, which no pass changes again.
 func scrub(s string, classes scrubClasses) string {
 	return scrubIn(s, classes, false)
@@ -852,7 +852,7 @@ func scrubWith(patterns []scrubPattern, s string, classes scrubClasses, keepToke
 		}
 		return s
 	}
-	if !strings.ContainsAny(s, "0123456789@") && !mayHoldURL(s) && !strings.Contains(s, "PID|") && !mayHoldSpeltAt(s) {
+	if !strings.ContainsAny(s, "0123456789@") && !mayHoldURL(s) && !mayHoldHL7Segment(s) && !mayHoldSpeltAt(s) {
 		return s // nothing any pattern could match
 	}
 	for {
@@ -865,7 +865,7 @@ func scrubWith(patterns []scrubPattern, s string, classes scrubClasses, keepToke
 }
 
 func scrubPass(patterns []scrubPattern, s string, classes scrubClasses, keepTokens bool) string {
-	s = scrubPID(s, classes)
+	s = scrubHL7Segments(s, classes)
 	for i := range patterns {
 		p := &patterns[i]
 		if classes&p.class == 0 {

@@ -196,77 +196,96 @@ func recordDigits(core string) bool {
 	return d >= 6
 }
 
-// A PID segment (HL7 v2.5.1 ch. 3, 3.4.2, "PID - Patient Identification
-// Segment") is the patient's identity, field by field: where text holds
-// one, the fields that identify the patient are replaced whole, each
-// with one token, whatever their components (scrubPID); the others (set
-// id, sex, race, language, marital status, religion, ethnic group,
-// citizenship, ...) are kept. Outside a PID segment "^" text is read by
-// the CX and XTN patterns alone, so an OBX's code 8867-4^Heart rate^LN
-// is kept.
-type pidField struct {
+// An HL7 v2 segment of a patient's identity (HL7 v2.5.1 ch. 3: PID,
+// 3.4.2, "Patient Identification"; NK1, 3.4.5, "Next of Kin / Associated
+// Parties", a relative's; PV1, 3.4.3, "Patient Visit", its visit
+// numbers; MRG, 3.4.9, "Merge Patient Information", the prior ones) is
+// read field by field: where text holds one, the fields that identify
+// the patient or a relative are replaced whole, each with one token,
+// whatever their components (scrubHL7Segments); the others (set id,
+// sex, race, language, marital status, relationship, location, ...) are
+// kept. Outside these segments "^" text is read by the CX and XTN
+// patterns alone, so an OBX's code 8867-4^Heart rate^LN is kept.
+type hl7Field struct {
 	token string
 	class scrubClasses
 }
 
-// pidFields are PID's identifying fields by number. The patient's names,
-// addresses and birth place have no class of their own: they go with
-// mrn, the class of the patient's record.
-var pidFields = [...]pidField{
-	2:  {"[MRN]", classMRN},     // Patient ID
-	3:  {"[MRN]", classMRN},     // Patient Identifier List
-	4:  {"[MRN]", classMRN},     // Alternate Patient ID - PID
-	5:  {"[NAME]", classMRN},    // Patient Name
-	6:  {"[NAME]", classMRN},    // Mother's Maiden Name
-	7:  {"[DATE]", classDate},   // Date/Time of Birth
-	9:  {"[NAME]", classMRN},    // Patient Alias
-	11: {"[ADDRESS]", classMRN}, // Patient Address
-	12: {"[ADDRESS]", classMRN}, // County Code
-	13: {"[PHONE]", classPhone}, // Phone Number - Home
-	14: {"[PHONE]", classPhone}, // Phone Number - Business
-	18: {"[ID]", classID},       // Patient Account Number
-	19: {"[SSN]", classSSN},     // SSN Number - Patient
-	20: {"[ID]", classID},       // Driver's License Number - Patient
-	21: {"[MRN]", classMRN},     // Mother's Identifier
-	23: {"[ADDRESS]", classMRN}, // Birth Place
-	29: {"[DATE]", classDate},   // Patient Death Date and Time
-	33: {"[DATE]", classDate},   // Last Update Date/Time
-	40: {"[PHONE]", classPhone}, // Patient Telecommunication Information (v2.7 on)
+// The tokens of hl7Segments' fields: names, addresses and birth places
+// have no class of their own and go with mrn, the class of the
+// patient's record.
+var (
+	hl7MRN     = hl7Field{"[MRN]", classMRN}
+	hl7Name    = hl7Field{"[NAME]", classMRN}
+	hl7Address = hl7Field{"[ADDRESS]", classMRN}
+	hl7Date    = hl7Field{"[DATE]", classDate}
+	hl7Phone   = hl7Field{"[PHONE]", classPhone}
+	hl7ID      = hl7Field{"[ID]", classID}
+	hl7SSN     = hl7Field{"[SSN]", classSSN}
+)
+
+// hl7Segments are the identifying fields of each segment, by number.
+var hl7Segments = map[string][]hl7Field{
+	"PID": {
+		2: hl7MRN, 3: hl7MRN, 4: hl7MRN, // Patient ID, Patient Identifier List, Alternate Patient ID
+		5: hl7Name, 6: hl7Name, 9: hl7Name, // Patient Name, Mother's Maiden Name, Patient Alias
+		7: hl7Date, 29: hl7Date, 33: hl7Date, // Date/Time of Birth, Patient Death Date and Time, Last Update Date/Time
+		11: hl7Address, 12: hl7Address, 23: hl7Address, // Patient Address, County Code, Birth Place
+		13: hl7Phone, 14: hl7Phone, 40: hl7Phone, // Phone Number - Home, - Business, Patient Telecommunication Information (v2.7 on)
+		18: hl7ID, 20: hl7ID, // Patient Account Number, Driver's License Number
+		19: hl7SSN, 21: hl7MRN, // SSN Number - Patient, Mother's Identifier
+	},
+	"NK1": {
+		2: hl7Name, 26: hl7Name, 30: hl7Name, // Name, Mother's Maiden Name, Contact Person's Name
+		4: hl7Address, 32: hl7Address, // Address, Contact Person's Address
+		5: hl7Phone, 6: hl7Phone, 31: hl7Phone, // Phone Number, Business Phone Number, Contact Person's Telephone Number
+		12: hl7ID, 33: hl7MRN, // Employee Number, Next of Kin/Associated Party's Identifiers
+		16: hl7Date, 37: hl7SSN, // Date/Time of Birth, Contact Person Social Security Number
+	},
+	"PV1": {
+		19: hl7MRN, 50: hl7MRN, // Visit Number, Alternate Visit ID
+	},
+	"MRG": {
+		1: hl7MRN, 2: hl7MRN, 4: hl7MRN, // Prior Patient Identifier List, Prior Alternate Patient ID, Prior Patient ID
+		3: hl7ID, 5: hl7MRN, 6: hl7MRN, 7: hl7Name, // Prior Patient Account Number, Prior Visit Number, Prior Alternate Visit ID, Prior Patient Name
+	},
 }
 
-// scrubPID is s with the identifying fields of each PID segment it holds
-// replaced (pidFields), those of classes only. A segment begins at
-// "PID|" with no ASCII letter or digit before it and ends at a carriage
-// return or a line feed, at a space before the next segment's id and
-// "|" (a message pasted on one line), or at the end of s. A field that
-// is empty, HL7's null "" or its token already is left as it is.
-func scrubPID(s string, classes scrubClasses) string {
+// scrubHL7Segments is s with the identifying fields of each segment of
+// hl7Segments it holds replaced, those of classes only. A segment begins
+// at its id and "|" with no ASCII letter or digit before it and ends at
+// a carriage return or a line feed, at a space before the next segment's
+// id and "|" (a message pasted on one line), or at the end of s. A field
+// that is empty, HL7's null "" or its token already is left as it is.
+func scrubHL7Segments(s string, classes scrubClasses) string {
 	var b strings.Builder
 	last := 0
-	for i := 0; ; {
-		k := strings.Index(s[i:], "PID|")
+	for i := 3; i < len(s); {
+		k := strings.IndexByte(s[i:], '|')
 		if k < 0 {
 			break
 		}
-		start := i + k
-		i = start + len("PID|")
-		if start > 0 && isAlnum(s[start-1]) {
+		bar := i + k
+		i = bar + 1
+		start := bar - 3
+		fields, ok := hl7Segments[s[start:bar]]
+		if !ok || start > 0 && isAlnum(s[start-1]) {
 			continue
 		}
 		end := hl7SegmentEnd(s, i)
-		fields := strings.Split(s[start:end], "|")
+		seg := strings.Split(s[start:end], "|")
 		changed := false
-		for n, f := range fields {
-			if n >= len(pidFields) {
+		for n, f := range seg {
+			if n >= len(fields) {
 				break
 			}
-			if p := pidFields[n]; p.token != "" && classes&p.class != 0 && f != "" && f != `""` && f != p.token {
-				fields[n], changed = p.token, true
+			if p := fields[n]; p.token != "" && classes&p.class != 0 && f != "" && f != `""` && f != p.token {
+				seg[n], changed = p.token, true
 			}
 		}
 		if changed {
 			b.WriteString(s[last:start])
-			b.WriteString(strings.Join(fields, "|"))
+			b.WriteString(strings.Join(seg, "|"))
 			last = end
 		}
 		i = end
@@ -276,6 +295,18 @@ func scrubPID(s string, classes scrubClasses) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// mayHoldHL7Segment is false only for a string in which
+// scrubHL7Segments finds no segment: each begins with an id of
+// hl7Segments and "|".
+func mayHoldHL7Segment(s string) bool {
+	for id := range hl7Segments {
+		if strings.Contains(s, id+"|") {
+			return true
+		}
+	}
+	return false
 }
 
 // hl7SegmentEnd is the end of the segment whose fields begin at s[i:].

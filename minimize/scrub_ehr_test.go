@@ -45,7 +45,7 @@ var ehrPrefilterCases = []string{
 	"contact  serial 81773920145", "financial no. 551207", "case 2024-55120", "Case nr 2024-55120", "Episode ID 00551207",
 	"admission n° 4417206", "Visit 2",
 	"58203391^^^SMH^MR", "x58203391^^^SMH^MR", "-58203391^^^SMH^MR", "58203391^^^SMH^MRX", "58203391^1^M10^SMH&1.2.3&ISO^PI|",
-	"^PRN^PH^^^715^5550162", "^PRN^PH^^+1^715^555-0162^12", "^NET^Internet^a@b.org^^^5550162", "^^^^^", "PID|1||x^^^y^MR",
+	"^PRN^PH^^^715^5550162", "^PRN^PH^^+1^715^555-0162^12", "^NET^Internet^a@b.org^^^5550162", "^^^^^", "PID|1||x^^^y^MR", "NK1|", "MRG|1", "PV1|", "xPV1|1", "PV1", "|PID|",
 	"URN:X:1", "uRn:cerner:a1", "xurn:cerner:1", "urn:oid:1.2", "urn::1", "j AT example DOT com", "j\tat\nexample dot com",
 	"j(at)x.com", "j [at]x.com", "j{AT}x{dot}org", "at x dot com", "j at x dot com", "j at x.com", "[at] x.com",
 	"患者番号 00731492", "x患者ID:123456", "昭和23年2月29日", "3月", "12月31日", "1948年 2月", "2월 3일", "月1日", "1월",
@@ -70,9 +70,9 @@ func TestScrubHL7v2(t *testing.T) {
 		{"PID|1||58203391^^^SMH^MR", "PID|1||[MRN]"},
 		{"MRN 58203391^^^SMH^MR", "[MRN]^^^SMH^MR"},
 		{"id 58203391^^^SMH^PI, 58203391^^^SMH^MRN", "id [MRN]^^^SMH^PI, [MRN]^^^SMH^MRN"},
-		{"PV1|1|I|4W^412^B^SMH||||||||||||||||V00488213^^^SMH^VN", "PV1|1|I|4W^412^B^SMH||||||||||||||||[MRN]^^^SMH^VN"},
+		{"ZV1|1|V00488213^^^SMH^VN", "ZV1|1|[MRN]^^^SMH^VN"},
 		{"(715)555-0162^PRN^PH^^^715^5550162", "[PHONE]^PRN^PH^^^[PHONE]"},
-		{"NK1|1|HAVERBROOK^LUCIUS|SPO||^PRN^PH^^^715^5550177", "NK1|1|HAVERBROOK^LUCIUS|SPO||^PRN^PH^^^[PHONE]"},
+		{"ZNK|1|HAVERBROOK^LUCIUS|SPO||^PRN^PH^^^715^5550177", "ZNK|1|HAVERBROOK^LUCIUS|SPO||^PRN^PH^^^[PHONE]"},
 		{"^WPN^PH^^1^715^5550162^12", "^WPN^PH^^1^[PHONE]^12"},
 		{pid, "PID|1||[MRN]||[NAME]||[DATE]|F|||[ADDRESS]||[PHONE]|||M||[ID]|[SSN]|||N||||||||N"},
 		{"MSH|^~\\&|ADT|SMH|||20261207||ADT^A01|MSG00417|P|2.5.1\r" + pid + "\rPV1|1|I",
@@ -152,4 +152,20 @@ func TestScrubCJKDatesAndDashes(t *testing.T) {
 		"昭和23年", "1948年", "2024年度", "3日間", "3ヶ月", "3か月後", "毎月1日", "1日3回", "コーヒー 2杯", "5—10 mg",
 		"2—3 days — then stop", "ー3657ー", "2월",
 	})
+}
+
+// The segments beside PID that name the patient or a relative: NK1 (a
+// relative's name, address, telephone numbers, birth date, identifiers,
+// SSN), PV1's visit numbers, MRG's prior identifiers and name (HL7
+// v2.5.1 ch. 3, 3.4.5, 3.4.3, 3.4.9). Seen in outside5's message: the
+// spouse's address and PV1-19 V00488213 came out whole.
+func TestScrubHL7v2OtherSegments(t *testing.T) {
+	checkScrub(t, []scrubCase{
+		{"NK1|1|HAVERBROOK^LUCIUS|SPO^Spouse^HL70063|2209 TAMARACK SPUR^^RHINELANDER^WI^54501|(715)555-0177",
+			"NK1|1|[NAME]|SPO^Spouse^HL70063|[ADDRESS]|[PHONE]"},
+		{"PV1|1|I|4W^412^B^SMH||||||||||||||||V00488213", "PV1|1|I|4W^412^B^SMH||||||||||||||||[MRN]"},
+		{"MRG|58203391^^^SMH^MR||7730019452|||V00488213|HAVERBROOK^PERPETUA", "MRG|[MRN]||[ID]|||[MRN]|[NAME]"},
+		{"MRG|||||||HAVERBROOK^PERPETUA", "MRG|||||||[NAME]"},
+	})
+	checkKept(t, []string{"PV1|1|I|4W^412^B^SMH", "NK1|1", "XNK1|1|DOE^JOHN"})
 }
