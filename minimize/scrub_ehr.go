@@ -24,10 +24,10 @@ const (
 	// apart.
 	cjkRecordWords = `(?:患者番号|患者ID|カルテ番号|診察券番号|病歴番号|病历号|病案号|住院号|환자번호|등록번호)`
 	// recordValue is the number: up to three capitals (Epic's E4417206,
-	// a visit's V00488213), then digits, in groups joined by "-" (a case
-	// number 2024-55120). recordDigits holds it to six digits or more,
-	// so "Visit 2", "CSN 2", "FIN 2024", "visit 120/80" are kept.
-	recordValue = `[A-Z]{0,3}[0-9]+(?:-[0-9]+)*`
+	// a visit's V00488213), then six digits or more, in groups joined by
+	// "-" (a case number 2024-55120), so "Visit 2", "CSN 2", "FIN 2024",
+	// "visit 120/80" are kept.
+	recordValue = `[A-Z]{0,3}[0-9](?:-?[0-9]){5,}`
 
 	// HL7 v2 in free text: an interface note, a message quoted in a
 	// note. hl7Comp is one component of a field (HL7 v2.5.1 ch. 2,
@@ -101,7 +101,7 @@ const (
 // recordPatterns are the patterns of this file's record numbers, in the
 // order scrubPatterns applies them (after the MRN's).
 var recordPatterns = []scrubPattern{
-	newScrubPattern(classMRN, "[MRN]", recordKeyword, recordValue, notAlnumEnd).onlyIf(mayHoldRecordKeyword).checked(recordDigits),
+	newScrubPattern(classMRN, "[MRN]", recordKeyword, recordValue, notAlnumEnd).onlyIf(mayHoldRecordKeyword),
 	newScrubPattern(classMRN, "[MRN]", `^|[^0-9A-Za-z\-^&]`, cxID, cxAfter).onlyIf(mayHoldCarets(4)).checked(hasDigit),
 	newScrubPattern(classPhone, "[PHONE]", xtnBefore, xtnNumber, notDigitEnd+`|-`).onlyIf(mayHoldCarets(6)),
 }
@@ -178,22 +178,47 @@ var (
 	recordWords    = newWordSet("visit", "encounter", "contact serial", "financial", "case", "episode", "admission")
 )
 
-// mayHoldRecordKeyword is false only for a string in which recordKeyword
-// has no match: each begins with one of recordCapitals as written or
-// one of recordWords.
+// mayHoldRecordKeyword is false only for a string in which
+// recordKeyword and recordValue have no match: each begins with one of
+// recordCapitals as written or one of recordWords, and the first digit
+// after it (recordValueAfter) begins six digits or more, single "-"
+// between them. A clinical note's "last visit 5 December" has not (the
+// regexp ran over the whole note on every pass, and
+// BenchmarkScrubClinicalNote rose by a third).
 func mayHoldRecordKeyword(s string) bool {
 	for _, w := range recordCapitals {
-		if strings.Contains(s, w) {
-			return true
+		for i := strings.Index(s, w); i >= 0; {
+			if recordValueAfter(s, i+len(w)) {
+				return true
+			}
+			k := strings.Index(s[i+1:], w)
+			if k < 0 {
+				break
+			}
+			i += 1 + k
 		}
 	}
-	return recordWords.mayHold(s)
+	return recordWords.find(s, recordValueAfter)
 }
 
-// recordDigits: a record number has six digits or more.
-func recordDigits(core string) bool {
-	_, d := alnumCounts(core)
-	return d >= 6
+// recordValueAfter reports whether the first digit of s from i on, past
+// nothing but bytes that may stand between recordKeyword's word and
+// recordValue (white space, letters: a number's mark and recordValue's
+// capitals, "#", ":", "=", "-", ".", and runes beyond ASCII: "°", "："),
+// begins recordValue's six digits or more.
+func recordValueAfter(s string, i int) bool {
+	for i < len(s) && (s[i] >= 0x80 || isAlnum(s[i]) && !isDigit(s[i]) || strings.IndexByte("\t\n\f\r #:=-.", s[i]) >= 0) {
+		i++
+	}
+	n := 0
+	for ; i < len(s); i++ {
+		if isDigit(s[i]) {
+			n++
+		} else if s[i] != '-' || i+1 == len(s) || !isDigit(s[i+1]) || !isDigit(s[i-1]) {
+			break
+		}
+	}
+	return n >= 6
 }
 
 // An HL7 v2 segment of a patient's identity (HL7 v2.5.1 ch. 3: PID,
