@@ -32,7 +32,7 @@ func TestScrubRecordNumbersKeepClinicalText(t *testing.T) {
 	checkKept(t, []string{
 		"Visit 2", "Visit 12 (week 24)", "case 3 of 5", "Case 12: 45-year-old", "CSN 2", "FIN de traitement 2024",
 		"FIN 2024", "fin 551207", "epi 4417206", "follow-up visit in 6 weeks", "encounter 12", "case 2024",
-		"EPI 2.5 mg", "visit 120/80", "OBX|1|NM|8867-4^Heart rate^LN||72|/min", "OBX|2|CWE|718-7^Hemoglobin^LN||13.5^g/dL^UCUM",
+		"EPI 2.5 mg", "visit 120/80", "CSN review in 2 weeks", "carotid sinus nerve (CSN) 12 Hz", "CSN: 3 visits", "OBX|1|NM|8867-4^Heart rate^LN||72|/min", "OBX|2|CWE|718-7^Hemoglobin^LN||13.5^g/dL^UCUM",
 	})
 }
 
