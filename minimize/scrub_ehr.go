@@ -4,7 +4,9 @@ import "strings"
 
 // Identifiers as EHRs and their interfaces print them in free text,
 // beyond the MRN after its own word (mrnCore): record numbers named by
-// other words.
+// other words, HL7 v2 components and segments (a message quoted in a
+// note), URNs, e-mail addresses spelt out, and dates as Japanese,
+// Chinese and Korean write them.
 const (
 	// recordKeyword names a record number of the patient or of one of
 	// the patient's encounters: Epic's EPI (the enterprise patient id)
@@ -78,6 +80,11 @@ const (
 	// "at" in brackets does not.
 	speltDot   = `(?:\s*[\[({]dot[\])}]\s*|\s+dot\s+)`
 	speltLabel = `[A-Za-z0-9\-]+`
+	speltTLDs  = `(?:com|org|net|edu|gov|mil|int|info|biz|io|co|us|uk|ca|au|nz|ie|de|at|ch|fr|be|nl|lu|es|pt|it|se|no|dk|fi|pl|jp|example|test)`
+	speltEmail = `(?i:[A-Za-z0-9_%+\-]+(?:(?:\.|` + speltDot + `)[A-Za-z0-9_%+\-]+)*` +
+		`(?:\s*[\[({]at[\])}]\s*` + speltLabel + `(?:(?:\.|` + speltDot + `)` + speltLabel + `)*(?:\.|` + speltDot + `)` +
+		`|\s+at\s+` + speltLabel + `(?:(?:\.|` + speltDot + `)` + speltLabel + `)*` + speltDot + `)` + speltTLDs + `)`
+
 	// cjkDate is a date as Japanese and Chinese (年, 月, 日) and Korean
 	// (년, 월, 일) write it: a year and a month, with or without the day,
 	// or a month and a day; the year a Gregorian one or, in Japanese, an
@@ -91,11 +98,6 @@ const (
 	cjkDate    = `(?:` + cjkEraYear + `|[0-9]{4}\s*年)\s*[0-9]{1,2}\s*月(?:\s*[0-9]{1,2}\s*日)?` +
 		`|[0-9]{1,2}\s*月\s*[0-9]{1,2}\s*日` +
 		`|[0-9]{4}\s*년\s*[0-9]{1,2}\s*월(?:\s*[0-9]{1,2}\s*일)?|[0-9]{1,2}\s*월\s*[0-9]{1,2}\s*일`
-
-	speltTLDs  = `(?:com|org|net|edu|gov|mil|int|info|biz|io|co|us|uk|ca|au|nz|ie|de|at|ch|fr|be|nl|lu|es|pt|it|se|no|dk|fi|pl|jp|example|test)`
-	speltEmail = `(?i:[A-Za-z0-9_%+\-]+(?:(?:\.|` + speltDot + `)[A-Za-z0-9_%+\-]+)*` +
-		`(?:\s*[\[({]at[\])}]\s*` + speltLabel + `(?:(?:\.|` + speltDot + `)` + speltLabel + `)*(?:\.|` + speltDot + `)` +
-		`|\s+at\s+` + speltLabel + `(?:(?:\.|` + speltDot + `)` + speltLabel + `)*` + speltDot + `)` + speltTLDs + `)`
 )
 
 // recordPatterns are the patterns of this file's record numbers, in the
@@ -103,7 +105,7 @@ const (
 var recordPatterns = []scrubPattern{
 	newScrubPattern(classMRN, "[MRN]", recordKeyword, recordValue, notAlnumEnd).onlyIf(mayHoldRecordKeyword),
 	newScrubPattern(classMRN, "[MRN]", `^|[^0-9A-Za-z\-^&]`, cxID, cxAfter).onlyIf(mayHoldCarets(4)).checked(hasDigit),
-	newScrubPattern(classPhone, "[PHONE]", xtnBefore, xtnNumber, notDigitEnd+`|-`).onlyIf(mayHoldCarets(6)),
+	newScrubPattern(classPhone, "[PHONE]", xtnBefore, xtnNumber, notDigitEnd).onlyIf(mayHoldCarets(6)),
 }
 
 // The patterns of a URN and a spelt e-mail address, in the order
