@@ -144,6 +144,12 @@ func FuzzText(f *testing.F) {
 	f.Add("see https://portal.example.org/p/12345 from 10.0.0.7:8080 or 2001:db8::1, www.janedoe.com", "url")
 	f.Add("Acct# 12345678, VIN 1G4AH59H45G118341, plate ABC 1234, SN: X1234567, (01)00844588003288(21)AB12", "id")
 	f.Add("DNI 54362315-K, codice fiscale RSSMRA85T10A562S, BSN 111 222 333, Versichertennummer: 1234567890", "")
+	f.Add("MSH|^~\\&|ADT|SMH|||20261207||ADT^A01|MSG00417|P|2.5.1\rPID|1||58203391^^^SMH^MR||DOE^JANE^Q||19490217|F|||12 Main St^^Springfield^MA^01101||(715)555-0162^PRN^PH^^^715^5550162|||||7730019452^^^SMH^AN|531-86-2047\rOBX|1|NM|8867-4^Heart rate^LN||72|/min", "")
+	f.Add("PID|||||DOE^JANE^Q PV1|1|I||||||||||||||||V00488213^^^SMH^VN NK1|1|DOE^JOHN|SPO||^PRN^PH^^^715^5550177", "mrn,phone")
+	f.Add("MRG|58203391^^^SMH^MR||7730019452|||V00488213|DOE^JANE\nZNK|1|DOE^JOHN||^PRN^PH^^^715^5550177", "")
+	f.Add("URN:CERNER:IDENTITY-FEDERATION:REALM:NESSELRODE710948, j dot nesselrode at example dot com, j.nesselrode [at] example [dot] com", "url,email")
+	f.Add("昭和23年2月29日生, 1948年2月29日, 1948년 2월 29일, 03ー3657ー4418, 555—123—4567, 3日間, コーヒー", "date,phone")
+	f.Add("MRN: E4417206, EPI E4417206, FIN-00551207, CSN 81773920145, Visit V00488213, case no. 2024-55120; Visit 2, case 3 of 5", "mrn")
 	f.Fuzz(func(t *testing.T, text, fn string) {
 		obs := []Obligation{{Op: OpScrub, Fn: fn}}
 		out, err := Text([]byte(text), obs, Options{})
@@ -161,6 +167,9 @@ func FuzzText(f *testing.F) {
 			if classes&p.class != 0 && p.replace(string(out), false) != string(out) {
 				t.Fatalf("%s pattern still finds an identifier in %q", p.token, out)
 			}
+		}
+		if scrubHL7Segments(string(out), classes) != string(out) {
+			t.Fatalf("an HL7 v2 segment still holds an identifying field in %q", out)
 		}
 		twice, err := Text(out, obs, Options{})
 		if err != nil || !bytes.Equal(twice, out) {
@@ -260,7 +269,7 @@ func FuzzScrubKeeping(f *testing.F) {
 // only where its plain regexp finds nothing, so that scrubbing with and
 // without it agree (TestScrubPrefiltersAgree has the table).
 func FuzzScrubPrefilters(f *testing.F) {
-	for _, s := range append(prefilterCases, safeHarborPrefilterCases...) {
+	for _, s := range concat(prefilterCases, safeHarborPrefilterCases, ehrPrefilterCases) {
 		f.Add(s)
 	}
 	f.Add(clinicalNote)

@@ -162,7 +162,7 @@ const (
 // Core expressions of the identifier classes. Exposed to tests.
 const (
 	emailCore = `[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+`
-	mrnCore   = `(?i:mrn|medical\s+record\s+(?:number|no\.?|#))\s*[-:#]?\s*[0-9]{4,}`
+	mrnCore   = `(?i:mrn|medical\s+record\s+(?:number|no\.?|#))\s*[-:#]?\s*(?:[A-Z]{1,3}-?)?[0-9]{4,}`
 	ssnCore   = `[0-9]{3}[- ` + nbsp + `][0-9]{2}[- ` + nbsp + `][0-9]{4}|(?i:ssn|social\s+security\s+(?:number|no\.?|#))\s*[-:#]?\s*[0-9]{9}`
 	phoneCore = `(?:\+?1` + phoneSep + `?)?(?:\([0-9]{3}\)` + phoneSpace + `?|[0-9]{3}` + phoneSep + `?)[0-9]{3}` + phoneSep + `?[0-9]{4}` +
 		// An international number: a country code after "+", an optional
@@ -311,15 +311,17 @@ const (
 // that their digits, and an address in them, go with them; then email, so a
 // phone-like local part goes with its address; IP addresses before the
 // numbers whose forms their octets have; the keyword identifiers of class
-// id after SSN and before phone (scrub_ids.go); MRN and SSN before phone, so
+// id after SSN and before phone (scrub_ids.go); the record numbers of
+// scrub_ehr.go after MRN; MRN and SSN before phone, so
 // their digits are not half-eaten by the looser phone pattern; a number
 // after "00" before the others, whose forms its national part has; the
 // national identifiers after the telephone numbers (a ten-digit number is
 // a telephone number first), longest form first; dates last.
-var scrubPatterns = concat(urlPatterns, []scrubPattern{
+var scrubPatterns = concat(urlPatterns, urnPatterns, []scrubPattern{
 	newScrubPattern(classEmail, "[EMAIL]", ``, emailCore, ``),
-}, ipPatterns, []scrubPattern{
+}, speltEmailPatterns, ipPatterns, []scrubPattern{
 	newScrubPattern(classMRN, "[MRN]", ``, mrnCore, ``),
+}, recordPatterns, []scrubPattern{
 	newScrubPattern(classSSN, "[SSN]", notDigit, ssnCore, notDigitEnd),
 }, idPatterns, []scrubPattern{
 	newScrubPattern(classPhone, "[PHONE]", notDigit, phoneIntl00, dotNumEnd).onlyIf(mayHoldTrunkNumber).checked(phoneIntl00Digits),
@@ -335,10 +337,11 @@ var scrubPatterns = concat(urlPatterns, []scrubPattern{
 	newScrubPattern(classDate, "[DATE]", dotNumStart, dateDots, dotNumEnd).onlyIf(mayHoldDateDots),
 	newScrubPattern(classDate, "[DATE]", notAlnum, dateWords, notAlnumEnd).onlyIf(mayHoldMonthName),
 	newScrubPattern(classDate, "[DATE]", notAlnum, dateWordsAnyLanguage(), notAlnumEnd).onlyIf(mayHoldMonthName),
-})
+}, cjkDatePatterns)
 
-func concat(lists ...[]scrubPattern) []scrubPattern {
-	var out []scrubPattern
+// concat is the lists one after the other.
+func concat[T any](lists ...[]T) []T {
+	var out []T
 	for _, l := range lists {
 		out = append(out, l...)
 	}
@@ -728,16 +731,25 @@ func dateWordsAnyLanguage() string {
 //	       and any of these with a no-break, figure, thin or narrow
 //	       no-break space between groups
 //	email  jane.doe@example.org                                          -> [EMAIL]
+//	       j dot doe at example dot com, j.doe [at] example [dot] com
 //	SSN    123-45-6789, "SSN: 123456789"                                 -> [SSN]
 //	       national identifiers whose check digit agrees: KVNR A000500015,
 //	       NIR 1 84 12 76 451 089 46, Medicare 2123 45670 1,
 //	       OHIP 1234-567-897-AB, BSN 111222333                           -> [ID]
-//	MRN    MRN-12345678, "MRN: 12345678", "MRN 12345678"                 -> [MRN]
+//	MRN    MRN-12345678, "MRN: 12345678", "MRN 12345678", "MRN: E4417206" -> [MRN]
+//	       a record number after EPI, FIN, CSN, visit, encounter, and
+//	       case no. (the word kept: "FIN [MRN]", scrub_ehr.go)
+//	HL7 v2 58203391^^^SMH^MR (a CX of the patient)                      -> [MRN]^^^SMH^MR
+//	       ^PRN^PH^^^715^5550162 (an XTN's area code and number)       -> ^PRN^PH^^^[PHONE]
+//	       in a PID, NK1, PV1 or MRG segment, its identifying fields
+//	       whole, by class: PID|1||[MRN]||[NAME]||[DATE]|F|||[ADDRESS]||…
 //	date   2024-03-05, 03/05/2024, 3/5/24, March 5, 2024, 5 March 2024   -> [DATE]
 //	       14.03.1931, 1931.03.14, 14-Mar-1931, 14. März 1931,
-//	       19310314, 14031931, 19310314083000
+//	       19310314, 14031931, 19310314083000,
+//	       昭和23年2月29日, 1948年2月29日, 2024年3月, 1948년 2월 29일
 //	url    https://portal.example.org/patient/12345, www.janedoe.com     -> [URL]
 //	       (not a definition's: http://loinc.org, a FHIR canonical)
+//	       a URN of no standard's namespace with a digit: URN:CERNER:…:DOE710948
 //	       192.168.14.27, 2001:db8::1                                    -> [IP]
 //	id     "Acct 12345678", "member ID: XYZ123", "policy # P12-01",      -> [ID]
 //	       "DL# D1234567", "plate ABC 1234", "SN: X1234567", "VIN …",
@@ -746,8 +758,9 @@ func dateWordsAnyLanguage() string {
 //	       DNI, NIE or codice fiscale whose check agrees (scrub_ids.go)
 //
 // Numbers written in full-width digits or kanji numerals, or with their
-// groups joined by en or em spaces or typographic dashes, are read as
-// ASCII (foldForScrub).
+// groups joined by en or em spaces or typographic dashes (an em dash or
+// a katakana long mark ー between two digits too), are read as ASCII
+// (foldForScrub).
 //
 // It keeps nothing whole: digits inside a UUID or a hex run are replaced as
 // anywhere else ("aaaaaaaa-2024-0305-1234-5551234567ab" ->
@@ -808,9 +821,11 @@ func ScrubKeeping(s string, keep ...string) string {
 
 // scrub replaces identifiers of the given classes until none is left,
 // machine tokens included (ScrubString). Every match contains a digit or
-// '@', or, a URL, "://" or "www.", and no token does, so each pass that
-// changes the string strictly reduces their number and the loop
-// terminates.
+// '@', or, a URL, "://" or "www.", or, a spelt e-mail address, "at"
+// between spaces or brackets (mayHoldSpeltAt), and no token does, so
+// each pass that changes the string strictly reduces their number and
+// the loop terminates; an HL7 v2 segment's field (scrubHL7Segments) becomes its
+// token, which no pass changes again.
 func scrub(s string, classes scrubClasses) string {
 	return scrubIn(s, classes, false)
 }
@@ -837,7 +852,7 @@ func scrubWith(patterns []scrubPattern, s string, classes scrubClasses, keepToke
 		}
 		return s
 	}
-	if !strings.ContainsAny(s, "0123456789@") && !mayHoldURL(s) {
+	if !strings.ContainsAny(s, "0123456789@") && !mayHoldURL(s) && !mayHoldHL7Segment(s) && !mayHoldSpeltAt(s) {
 		return s // nothing any pattern could match
 	}
 	for {
@@ -850,6 +865,7 @@ func scrubWith(patterns []scrubPattern, s string, classes scrubClasses, keepToke
 }
 
 func scrubPass(patterns []scrubPattern, s string, classes scrubClasses, keepTokens bool) string {
+	s = scrubHL7Segments(s, classes)
 	for i := range patterns {
 		p := &patterns[i]
 		if classes&p.class == 0 {

@@ -40,12 +40,27 @@ func foldSeparator(r rune) byte {
 	return 0
 }
 
+// foldNumeralDash is the "-" the patterns read for r between two
+// numerals (kanji or ASCII digits), a dash that is a word's or a
+// sentence's elsewhere: the em dash (U+2014) and the horizontal bar
+// (U+2015) of 555—123—4567, the katakana long mark (U+30FC; its
+// half-width form U+FF70) that Japanese text puts for a dash,
+// 03ー3657ー4418 (コーヒー is a word). 0 for any other rune.
+func foldNumeralDash(r rune) byte {
+	switch r {
+	case '\u2014', '\u2015', '\u30fc', '\uff70':
+		return '-'
+	}
+	return 0
+}
+
 // foldNumerals is s with its kanji numerals read as digits where they
 // write a number, and foldSeparator's runes as ASCII, and whether it
 // differs from s. A kanji numeral is read as a digit only in a chain of
 // four numerals or more (kanji or ASCII digits), each joined to the next
 // by nothing or by one space, ".", "-", "/", "(" or ")": 〇三‐三六五七‐四四一八
-// is 03-3657-4418, but "一般", "第三", "七五三" are words and stay.
+// is 03-3657-4418, but "一般", "第三", "七五三" are words and stay; a
+// foldNumeralDash rune between two numerals is "-".
 // Strings without a byte of 0xE2 or more (no such rune) are returned as
 // they are, at the cost of one scan.
 func foldNumerals(s string) (string, bool) {
@@ -58,12 +73,14 @@ func foldNumerals(s string) (string, bool) {
 	}
 	rs := []rune(s)
 	changed := false
+	numeral := func(r rune) bool { _, ok := kanjiDigits[r]; return ok || '0' <= r && r <= '9' }
 	for k, r := range rs {
 		if c := foldSeparator(r); c != 0 {
 			rs[k], changed = rune(c), true
+		} else if c := foldNumeralDash(r); c != 0 && k > 0 && k+1 < len(rs) && numeral(rs[k-1]) && numeral(rs[k+1]) {
+			rs[k], changed = rune(c), true
 		}
 	}
-	numeral := func(r rune) bool { _, ok := kanjiDigits[r]; return ok || '0' <= r && r <= '9' }
 	for a := 0; a < len(rs); {
 		if !numeral(rs[a]) {
 			a++

@@ -81,14 +81,18 @@ func TestScrubBSNInGroups(t *testing.T) {
 // separators between them holds four numerals or more, a kanji numeral
 // among them; the separators of foldSeparator are folded everywhere.
 func foldNumeralsPlain(s string) string {
+	isNum := func(r rune) bool { _, ok := kanjiDigits[r]; return ok || '0' <= r && r <= '9' }
+	in := []rune(s)
 	var b []rune
-	for _, r := range s {
+	for k, r := range in {
 		if c := foldSeparator(r); c != 0 {
+			r = rune(c)
+		}
+		if c := foldNumeralDash(r); c != 0 && k > 0 && k < len(in)-1 && isNum(in[k-1]) && isNum(in[k+1]) {
 			r = rune(c)
 		}
 		b = append(b, r)
 	}
-	isNum := func(r rune) bool { _, ok := kanjiDigits[r]; return ok || '0' <= r && r <= '9' }
 	out := append([]rune(nil), b...)
 	for a := 0; a < len(b); a++ {
 		if !isNum(b[a]) || a > 0 && (isNum(b[a-1]) || a > 1 && isNum(b[a-2]) && isChainSep(b[a-1])) {
@@ -123,6 +127,7 @@ func TestFoldNumeralsAgrees(t *testing.T) {
 	for _, s := range []string{
 		"電話 〇三‐三六五七‐四四一八", "〇三 三六五七", "一二三", "一二三四", "第一二三四病棟", "(〇三)三六五七-四四一八", "1二3四",
 		"七五三 四六時中", "二〇二四年", "a\u2002b\u2013c", "", "一", "--一二三四--", "一-二-三-四", "一--二三四五",
+		"〇三ー三六五七ー四四一八", "03ー3657ー4418", "555—123—4567", "コーヒー", "ー1ー", "1ーー2", "一ー二ー三ー四", "5\u2015一",
 	} {
 		checkFoldNumerals(t, s)
 	}
@@ -145,6 +150,7 @@ func checkFoldNumerals(t *testing.T, s string) {
 func FuzzFoldNumerals(f *testing.F) {
 	f.Add("電話 〇三‐三六五七‐四四一八")
 	f.Add("一-二-三-四 5\u20136")
+	f.Add("〇三ー三六五七ー四四一八 555—123—4567 コーヒー")
 	f.Fuzz(func(t *testing.T, s string) {
 		checkFoldNumerals(t, s)
 	})
