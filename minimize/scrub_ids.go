@@ -39,8 +39,9 @@ const (
 		`|DL\s*(?:#|:|No\.?)|S/N|SN\s*[:#]` +
 		// National health and social insurance numbers known by their
 		// names: Australia's IHI (16 digits), Switzerland's AHV/AVS
-		// number (756.9217.0769.85), France's INS.
-		`|IHI|AHV|AVS|INS` +
+		// number (756.9217.0769.85), France's INS, Germany's KVNR
+		// (whatever its check digit says after its name).
+		`|IHI|AHV|AVS|INS|KVNR` +
 		// German.
 		`|(?i:versichertennummer|versichertennr\.?|versicherungsnummer|krankenversichertennummer|mitgliedsnummer|kontonummer|policennummer|führerscheinnummer|führerschein(?:-nr\.?)?|seriennummer|serien-nr\.?)` +
 		// French.
@@ -343,7 +344,7 @@ var (
 // idCapitals are the keywords idKeyword reads in capitals only
 // (abbreviations): "SN" and "DL" only before ":", "#" (and "No" for
 // "DL").
-var idCapitals = []string{"S/N", "IHI", "AHV", "AVS", "INS", "NSS", "DNI", "NIE", "NIF", "C.F."}
+var idCapitals = []string{"S/N", "IHI", "AHV", "AVS", "INS", "KVNR", "NSS", "DNI", "NIE", "NIF", "C.F."}
 
 // mayHoldIDKeyword is false only for a string in which idKeyword has no
 // match: each begins with one of idCapitals as written, "SN" or "DL"

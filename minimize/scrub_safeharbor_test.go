@@ -57,6 +57,7 @@ func TestScrubKeywordIdentifiers(t *testing.T) {
 		{"Group No. G-2231", "Group No. [ID]"},
 		{"health plan ID 88001234", "health plan ID [ID]"},
 		{"IHI: 8003608166690503,", "IHI: [ID],"},
+		{"Klinikum Fichtelgebirge, KVNR K482917365", "Klinikum Fichtelgebirge, KVNR [ID]"},
 		{"Medicare 6951 44967 7)", "Medicare [ID])"},
 		{"Versichertennummer: 1234567890", "Versichertennummer: [ID]"},
 		{"Versichertennummer K482917365, Kühnapfel", "Versichertennummer [ID], Kühnapfel"},
