@@ -322,6 +322,9 @@ func TestBundleReadingAgreesWithPlain(t *testing.T) {
 	}
 	// The comparison means something only when both read and refuse.
 	t.Logf("read %d items, %d refusals", read, failed)
+	if read == 0 || failed == 0 {
+		t.Errorf("the readings agreed on %d items read and %d refusals: the comparison needs both", read, failed)
+	}
 	if read < 500 || failed < 200 {
 		t.Errorf("read %d items and %d refusals from the Bundles and their variants: too few to compare", read, failed)
 	}
@@ -492,6 +495,9 @@ func TestEachObjectAgreesWithPlain(t *testing.T) {
 		}
 	}
 	t.Logf("%d values, %d objects visited", len(values), visits)
+	if visits == 0 {
+		t.Error("no object visited: the walks were compared on nothing")
+	}
 }
 
 // FuzzWalkOnAnyBytes: the walk reads only JSON encoding/json has checked,
