@@ -235,16 +235,23 @@ func isRTF(data []byte) bool {
 var textCharsets = map[string]*charmap.Charmap{
 	"utf-8":    nil,
 	"us-ascii": nil,
-	// ISO-8859-1 and its IANA aliases.
-	"iso-8859-1":      charmap.ISO8859_1,
-	"iso_8859-1":      charmap.ISO8859_1,
-	"iso_8859-1:1987": charmap.ISO8859_1,
-	"iso-ir-100":      charmap.ISO8859_1,
-	"latin1":          charmap.ISO8859_1,
-	"l1":              charmap.ISO8859_1,
-	"ibm819":          charmap.ISO8859_1,
-	"cp819":           charmap.ISO8859_1,
-	"csisolatin1":     charmap.ISO8859_1,
+	// ISO-8859-1 and its IANA aliases, read as windows-1252: the WHATWG
+	// Encoding Standard maps these labels to windows-1252, as every
+	// browser (and an HTML note's own <meta>, htmlEncoding) reads them,
+	// and text so labelled by EHRs is windows-1252 in practice: 0x80-0x9F
+	// are its curly quotes, dashes and euro sign, which ISO-8859-1 would
+	// keep as C1 control characters (0x9D is a terminal's OSC). Both agree
+	// on every other byte; the five bytes windows-1252 leaves undefined
+	// are refused, as under that label.
+	"iso-8859-1":      charmap.Windows1252,
+	"iso_8859-1":      charmap.Windows1252,
+	"iso_8859-1:1987": charmap.Windows1252,
+	"iso-ir-100":      charmap.Windows1252,
+	"latin1":          charmap.Windows1252,
+	"l1":              charmap.Windows1252,
+	"ibm819":          charmap.Windows1252,
+	"cp819":           charmap.Windows1252,
+	"csisolatin1":     charmap.Windows1252,
 	// windows-1252, its IANA alias and its common name.
 	"windows-1252":  charmap.Windows1252,
 	"cswindows1252": charmap.Windows1252,
@@ -252,7 +259,7 @@ var textCharsets = map[string]*charmap.Charmap{
 }
 
 // textToUTF8 makes a text/* attachment UTF-8, as the store keeps text: a
-// declared charset of ISO-8859-1 or windows-1252 (textCharsets) is
+// declared charset of ISO-8859-1 or windows-1252 (textCharsets: both read as windows-1252) is
 // transcoded with golang.org/x/text/encoding/charmap and the charset
 // parameter becomes utf-8; UTF-8 and US-ASCII text (or text without a
 // charset) must be valid UTF-8. Any other charset is refused, as are bytes

@@ -115,6 +115,12 @@ func TestAttachmentBytes(t *testing.T) {
 		{"text/plain; charset=latin1", s["text-latin1"], "text/plain; charset=utf-8", "Café au lait spots, 2 cm.\n", nil},
 		{"text/plain; charset=windows-1252", s["text-cp1252"], "text/plain; charset=utf-8", "Fee € 20, “quoted”\n", nil},
 		{"text/plain; charset=windows-1252", s["cp1252-hole"], "", "", errNotInCharset},
+		// ISO-8859-1 labels read as windows-1252 (WHATWG), as browsers and
+		// the HTML <meta> path read them: its quotes and euro sign, not C1
+		// controls; its five undefined bytes (0x9D: a terminal's OSC) refused.
+		{"text/plain; charset=ISO-8859-1", s["text-cp1252"], "text/plain; charset=utf-8", "Fee € 20, “quoted”\n", nil},
+		{"text/html; charset=latin1", s["text-cp1252"], "text/html; charset=utf-8", "Fee € 20, “quoted”\n", nil},
+		{"text/plain; charset=iso-8859-1", s["cp1252-hole"], "", "", errNotInCharset},
 		{"text/plain; charset=shift_jis", s["text"], "", "", errCharset},
 		{"text/plain; charset=utf-16", s["utf16"], "", "", errCharset},
 		{"text/plain", s["text-latin1"], "", "", errNotUTF8Undeclared},
