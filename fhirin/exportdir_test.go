@@ -130,3 +130,52 @@ func TestManifestGzipErrorFile(t *testing.T) {
 		})
 	}
 }
+
+// TestManifestOutcomeOutput: an $export manifest that lists its
+// OperationOutcomes among its output files (type OperationOutcome, as some
+// servers list their error file) has that file read as a file of error[]
+// is: warnings skipped, an error refusing the import naming the issue
+// code, never imported as data. Before, its OperationOutcomes were
+// imported as tenant-level resources, diagnostics (a patient's MRN) and
+// all, and an error in them did not stop the import of an incomplete
+// export.
+func TestManifestOutcomeOutput(t *testing.T) {
+	for _, tc := range []struct{ name, outcome, wantErr string }{
+		{"warning", `{"resourceType":"OperationOutcome","id":"oo1","issue":[{"severity":"warning","code":"informational","diagnostics":"MRN 61840275"}]}`, ""},
+		{"error", `{"resourceType":"OperationOutcome","id":"oo2","issue":[{"severity":"error","code":"processing","diagnostics":"MRN 61840275"}]}`, "issue code processing"},
+		{"only outcomes", "", "no output"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			output := `{"type":"Patient","url":"Patient.ndjson"},{"type":"OperationOutcome","url":"OperationOutcome.ndjson"}`
+			outcome := tc.outcome
+			if outcome == "" {
+				output = `{"type":"OperationOutcome","url":"OperationOutcome.ndjson"}`
+				outcome = `{"resourceType":"OperationOutcome","id":"oo3","issue":[{"severity":"information","code":"informational"}]}`
+			}
+			for name, body := range map[string]string{
+				"manifest.json":           `{"transactionTime":"2024-01-01T00:00:00Z","request":"https://ehr.example/fhir/$export","output":[` + output + `]}`,
+				"Patient.ndjson":          `{"resourceType":"Patient","id":"p1","gender":"female"}` + "\n",
+				"OperationOutcome.ndjson": outcome + "\n",
+			} {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			items, err := readAll(t, filepath.Join(dir, "manifest.json"))
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrManifest) || !strings.Contains(fmt.Sprint(err), tc.wantErr) || strings.Contains(fmt.Sprint(err), "61840275") {
+					t.Fatalf("Read: %v, want ErrManifest saying %q, without the diagnostics", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || len(items) != 1 || items[0].Type != "Patient" {
+				var got []string
+				for _, it := range items {
+					got = append(got, it.Type+"/"+it.ID)
+				}
+				t.Fatalf("Read: %v, %v; want the Patient alone", got, err)
+			}
+		})
+	}
+}

@@ -299,7 +299,22 @@ func manifestSources(path string, complete bool) ([]source, error) {
 			}
 		}
 	}
-	if len(m.Output) == 0 && len(m.Deleted) == 0 {
+	// An output file of OperationOutcomes is the export's report listed
+	// as output (as some servers list their error file), checked as a
+	// file of error[] is and never imported: its diagnostics may quote a
+	// patient, and an error in it means the export is incomplete, as an
+	// export directory's OperationOutcome.ndjson is read (dirOutcomes).
+	var data []int // the indexes of the output files that are data
+	for i, f := range m.Output {
+		if f.Type != "OperationOutcome" {
+			data = append(data, i)
+			continue
+		}
+		if err := exportOutcomes(name, dir, "output["+itoa(i)+"]", f.URL); err != nil {
+			return nil, err
+		}
+	}
+	if len(data) == 0 && len(m.Deleted) == 0 {
 		return nil, newError(name, "output", ErrManifest, "no output and no deleted files")
 	}
 	var out []source
@@ -334,8 +349,8 @@ func manifestSources(path string, complete bool) ([]source, error) {
 		out = append(out, s)
 		return nil
 	}
-	for i, f := range m.Output {
-		if err := add("output", i, f); err != nil {
+	for _, i := range data {
+		if err := add("output", i, m.Output[i]); err != nil {
 			return nil, err
 		}
 	}
