@@ -107,26 +107,11 @@ func TestManifestGzipErrorFile(t *testing.T) {
 		{"fatal", `{"resourceType":"OperationOutcome","issue":[{"severity":"fatal","code":"exception","diagnostics":"MRN 61840275"}]}`, "issue code exception"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			for name, body := range map[string][]byte{
+			readManifestCase(t, map[string][]byte{
 				"manifest.json":              []byte(manifest),
 				"Patient.ndjson.gz":          gz(`{"resourceType":"Patient","id":"p1","gender":"female"}`),
 				"OperationOutcome.ndjson.gz": gz(tc.outcome),
-			} {
-				if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			items, err := readAll(t, filepath.Join(dir, "manifest.json"))
-			if tc.wantErr != "" {
-				if !errors.Is(err, ErrManifest) || !strings.Contains(fmt.Sprint(err), tc.wantErr) || strings.Contains(fmt.Sprint(err), "61840275") {
-					t.Fatalf("Read: %v, want ErrManifest saying %q, without the diagnostics", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || len(items) != 1 || items[0].Type != "Patient" {
-				t.Fatalf("Read: %d items, %v; want the Patient alone", len(items), err)
-			}
+			}, tc.wantErr)
 		})
 	}
 }
@@ -146,36 +131,45 @@ func TestManifestOutcomeOutput(t *testing.T) {
 		{"only outcomes", "", "no output"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
 			output := `{"type":"Patient","url":"Patient.ndjson"},{"type":"OperationOutcome","url":"OperationOutcome.ndjson"}`
 			outcome := tc.outcome
 			if outcome == "" {
 				output = `{"type":"OperationOutcome","url":"OperationOutcome.ndjson"}`
 				outcome = `{"resourceType":"OperationOutcome","id":"oo3","issue":[{"severity":"information","code":"informational"}]}`
 			}
-			for name, body := range map[string]string{
-				"manifest.json":           `{"transactionTime":"2024-01-01T00:00:00Z","request":"https://ehr.example/fhir/$export","output":[` + output + `]}`,
-				"Patient.ndjson":          `{"resourceType":"Patient","id":"p1","gender":"female"}` + "\n",
-				"OperationOutcome.ndjson": outcome + "\n",
-			} {
-				if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			items, err := readAll(t, filepath.Join(dir, "manifest.json"))
-			if tc.wantErr != "" {
-				if !errors.Is(err, ErrManifest) || !strings.Contains(fmt.Sprint(err), tc.wantErr) || strings.Contains(fmt.Sprint(err), "61840275") {
-					t.Fatalf("Read: %v, want ErrManifest saying %q, without the diagnostics", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || len(items) != 1 || items[0].Type != "Patient" {
-				var got []string
-				for _, it := range items {
-					got = append(got, it.Type+"/"+it.ID)
-				}
-				t.Fatalf("Read: %v, %v; want the Patient alone", got, err)
-			}
+			readManifestCase(t, map[string][]byte{
+				"manifest.json":           []byte(`{"transactionTime":"2024-01-01T00:00:00Z","request":"https://ehr.example/fhir/$export","output":[` + output + `]}`),
+				"Patient.ndjson":          []byte(`{"resourceType":"Patient","id":"p1","gender":"female"}` + "\n"),
+				"OperationOutcome.ndjson": []byte(outcome + "\n"),
+			}, tc.wantErr)
 		})
+	}
+}
+
+// readManifestCase writes files into a new directory and reads its
+// manifest.json: with wantErr, the read must fail with ErrManifest saying
+// wantErr and without the diagnostics' MRN; without, it must read the
+// Patient alone.
+func readManifestCase(t *testing.T, files map[string][]byte, wantErr string) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items, err := readAll(t, filepath.Join(dir, "manifest.json"))
+	if wantErr != "" {
+		if !errors.Is(err, ErrManifest) || !strings.Contains(fmt.Sprint(err), wantErr) || strings.Contains(fmt.Sprint(err), "61840275") {
+			t.Fatalf("Read: %v, want ErrManifest saying %q, without the diagnostics", err, wantErr)
+		}
+		return
+	}
+	if err != nil || len(items) != 1 || items[0].Type != "Patient" {
+		var got []string
+		for _, it := range items {
+			got = append(got, it.Type+"/"+it.ID)
+		}
+		t.Fatalf("Read: %v, %v; want the Patient alone", got, err)
 	}
 }
