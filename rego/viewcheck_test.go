@@ -280,20 +280,34 @@ func observesAge(m map[string]any) bool {
 	return false
 }
 
-// absentReasonOnly reports whether x is an object holding a
-// data-absent-reason extension and nothing else.
+// absentReasonOnly reports whether x is an object that holds nothing but
+// data-absent-reason extensions: a required element withheld, its own
+// required elements with it (a Signature's type, when and who), each a
+// data-absent-reason alone.
 func absentReasonOnly(x any) bool {
 	o, ok := x.(map[string]any)
-	if !ok || len(o) != 1 {
+	if !ok || len(o) == 0 {
 		return false
 	}
-	exts, _ := o["extension"].([]any)
-	if len(exts) != 1 {
-		return false
+	for k, v := range o {
+		if k != "extension" {
+			for _, y := range asList(v) {
+				if !absentReasonOnly(y) {
+					return false
+				}
+			}
+			continue
+		}
+		exts, _ := v.([]any)
+		if len(exts) != 1 {
+			return false
+		}
+		e, _ := exts[0].(map[string]any)
+		if _, code := e["valueCode"].(string); len(e) != 2 || e["url"] != "http://hl7.org/fhir/StructureDefinition/data-absent-reason" || !code {
+			return false
+		}
 	}
-	e, _ := exts[0].(map[string]any)
-	_, code := e["valueCode"].(string)
-	return len(e) == 2 && e["url"] == "http://hl7.org/fhir/StructureDefinition/data-absent-reason" && code
+	return true
 }
 
 // shTerminologies are the public terminologies a research view may name
@@ -468,15 +482,25 @@ func billerProblems(view map[string]any) []string {
 var billerForbidden = map[string]bool{"HumanName": true, "ContactPoint": true, "Address": true, "Attachment": true,
 	"Narrative": true, "Annotation": true, "Signature": true}
 
-// researchViewBase is a research view with every property: it must pass
-// safeHarborProblems, and each of researchViewLeaks, an edit of it, must
-// not.
+// researchViewBase is a research view with every property (required
+// elements withheld, a component of nothing but one and a Signature with
+// its own, included): it must pass safeHarborProblems, and each of
+// researchViewLeaks, an edit of it, must not.
 const researchViewBase = `{"resourceType":"Observation","status":"final",` +
 	`"code":{"coding":[{"system":"http://loinc.org","code":"8867-4"}]},"subject":{"reference":"Patient/ra1"},` +
 	`"effectiveDateTime":"2019","valueQuantity":{"value":72,"unit":"/min","system":"http://unitsofmeasure.org","code":"/min"},` +
 	`"_issued":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]},` +
-	`"contained":[{"resourceType":"Patient","id":"c1","gender":"female","birthDate":"1950","address":[{"state":"MA","postalCode":"021","country":"US"}]}],` +
-	`"performer":[{"reference":"#c1"}]}`
+	`"contained":[` + withheldSignature + `,{"resourceType":"Patient","id":"c1","gender":"female","birthDate":"1950","address":[{"state":"MA","postalCode":"021","country":"US"}]}],` +
+	`"performer":[{"reference":"#c1"}],` +
+	`"component":[{"code":` + darJSON + `}]}`
+
+// darJSON is a data-absent-reason extension alone.
+const darJSON = `{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]}`
+
+// withheldSignature is a contained resource with a required Signature
+// withheld as the research walk writes it (Contract-C-2121's signer):
+// its own required elements marked too.
+const withheldSignature = `{"resourceType":"Provenance","id":"c2","signature":[{"_when":` + darJSON + `,"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}],"type":[` + darJSON + `],"who":` + darJSON + `}]}`
 
 // researchViewLeaks are edits of researchViewBase (old, new) and the
 // problem safeHarborProblems must report for each.
@@ -500,6 +524,11 @@ var researchViewLeaks = []struct{ old, new, want string }{
 	{`"status":"final"`, `"status":"final","issued":"2019-03-14T10:00:00Z"`, "type instant"},
 	{`"reference":"Patient/ra1"`, `"reference":"Patient/spouse"`, "a reference other than"},
 	{`"reference":"#c1"`, `"reference":"#c1","display":"Dr Alvarez"`, "a reference element other than"},
+	{`"performer":[{"reference":"#c1"}]`, `"performer":[{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}],"display":"Dr Alvarez"}]`,
+		"free text"},
+	{`"_issued":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]}`,
+		`"_issued":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"},{"url":"http://x.example/by","valueString":"Dr Alvarez"}]}`,
+		"a companion"},
 	{`"id":"c1"`, `"id":"pat-evelyn"`, "an id that is not"},
 	{`"status":"final"`, `"status":"final","id":"c1"`, "an id that is not"},
 	{`"system":"http://loinc.org"`, `"system":"http://mercy.example/mrn"`, "no known terminology"},
