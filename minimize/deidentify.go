@@ -1187,14 +1187,21 @@ var atLeastOnes = map[string]atLeastOne{
 // repairInvariants keeps the invariants of atLeastOnes for the walked
 // object out of key (m the input), unless the walk left it empty (it is
 // then dropped whole, and breaks nothing; a resource is never dropped, and
-// is repaired however empty), and two more: a Composition.section
+// is repaired however empty), and three more: a Composition.section
 // given an entry for cmp-1 loses its emptyReason (cmp-2: only an empty
-// section has one), and a document Bundle becomes a collection (bdl-9 and
+// section has one), a document Bundle becomes a collection (bdl-9 and
 // bdl-10 want the document's identifier and timestamp, which are
-// withheld: a de-identified document is no longer one).
+// withheld: a de-identified document is no longer one), and a Ratio that
+// keeps its numerator and lost its denominator gets a data-absent-reason
+// for it (rat-1: both or neither; a denominator coded outside UCUM, a
+// tablet in v3-orderableDrugForm as HL7's Medication examples write it,
+// is dropped).
 func repairInvariants(key string, m, out map[string]any, defs map[string]fhirr4.Element) {
 	if key == "Bundle" && out["type"] == "document" {
 		out["type"] = "collection"
+	}
+	if key == "Ratio" && out["numerator"] != nil && out["denominator"] == nil && m["denominator"] != nil {
+		markAbsent(out, "denominator", defs)
 	}
 	inv, ok := atLeastOnes[key]
 	if !ok || len(out) == 0 && !fhirr4.Resources[key] || inv.when != nil && !holdsAny(out, defs, inv.when) || holdsAny(out, defs, inv.any) || !holdsAny(m, defs, inv.any) {

@@ -434,6 +434,16 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"a Ratio whose bare numerator was dropped keeps a data-absent-reason for it (rat-1: both or neither; the validators do not check it)",
 			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueRatio":{"numerator":{"value":912448123},"denominator":{"value":1}}}`,
 			`{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"resourceType":"Observation","status":"final","valueRatio":{"denominator":{"value":1},"numerator":` + dar + `}}`},
+		// HL7's own R4 examples write a tablet's strength so
+		// (Medication-med0304.json, MedicationStatement-example001.json,
+		// Medication-med0313.json's amount "per vial": a denominator coded
+		// in v3-orderableDrugForm or medicationknowledge-package-type, no
+		// unit text), and the walk, which keeps a quantity's code only for
+		// UCUM and ISO 4217, dropped the denominator and left the
+		// numerator alone (rego TestR4ExamplesViews, by the invariants).
+		{"a Ratio whose denominator was dropped keeps a data-absent-reason for it (rat-1: a numerator needs its denominator)",
+			`{"resourceType":"Medication","ingredient":[{"itemCodeableConcept":{"coding":[{"system":"http://snomed.info/sct","code":"387138002"}]},"strength":{"numerator":{"value":2,"system":"http://unitsofmeasure.org","code":"mg"},"denominator":{"value":1,"system":"http://terminology.hl7.org/CodeSystem/v3-orderableDrugForm","code":"Tab"}}}]}`,
+			`{"ingredient":[{"itemCodeableConcept":{"coding":[{"code":"387138002","system":"http://snomed.info/sct"}]},"strength":{"denominator":` + dar + `,"numerator":{"code":"mg","system":"http://unitsofmeasure.org","value":2}}}],"resourceType":"Medication"}`},
 		{"a UCUM code of a quantity that has not UCUM's form (a serial, a plate) dropped, its unit kept; a quantity without system keeps no code",
 			`{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueQuantity":{"value":5,"unit":"mg","system":"http://unitsofmeasure.org","code":"SN4C7Q2Z9"}},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueQuantity":{"value":5,"unit":"mg","code":"mg"}},{"code":{"coding":[{"system":"http://loinc.org","code":"8302-2"}]},"valueQuantity":{"value":120,"unit":"mm[Hg]","system":"http://unitsofmeasure.org","code":"mm[Hg]"}}]}`,
 			`{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"component":[{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"valueQuantity":{"unit":"mg","value":5}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"valueQuantity":{"unit":"mg","value":5}},{"code":{"coding":[{"code":"8302-2","system":"http://loinc.org"}]},"valueQuantity":{"code":"mm[Hg]","system":"http://unitsofmeasure.org","unit":"mm[Hg]","value":120}}],"resourceType":"Observation","status":"final"}`},

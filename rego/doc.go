@@ -50,7 +50,10 @@
 //     a type without research obligations is denied. Notes, PDFs and images
 //     are denied for research. safeharbor_test.go proves it on a generated
 //     synthetic data set and on the realistic corpus testdata/fhir-corpus
-//     by scanning every de-identified output for the 18 identifier classes.
+//     by scanning every de-identified output for the 18 identifier classes;
+//     r4examples_test.go on HL7's own R4 examples (every persona's view)
+//     by the Safe Harbor properties (viewcheck_test.go: a checker written
+//     apart from package minimize, walking a view by the R4 types).
 //
 // This package only holds the policy text; package policy compiles and
 // evaluates it. A hospital can replace it with its own directory of .rego

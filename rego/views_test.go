@@ -163,13 +163,8 @@ func TestEveryViewIsValidR4(t *testing.T) {
 				if len(dec.Obligations) > 0 {
 					minimized++
 				}
-				m := decodeUseNumber(t, out)
-				if ps := fhirr4.Check(m); len(ps) > 0 {
+				if !validView(t, r.where, p.name, out) {
 					invalid++
-					t.Errorf("%s: the %s's view is no valid R4: %v\n%s", r.where, p.name, ps, out)
-				} else if d := danglingLocalReferences(m); len(d) > 0 {
-					invalid++
-					t.Errorf("%s: the %s's view names contained resources it does not hold (ref-1): %v\n%s", r.where, p.name, d, out)
 				}
 			}
 			t.Logf("%d views released (%d minimized), %d invalid", released, minimized, invalid)
@@ -178,6 +173,23 @@ func TestEveryViewIsValidR4(t *testing.T) {
 			}
 		})
 	}
+}
+
+// validView reports whether out, the view of where that who read, is
+// valid R4 by fhirr4.Check and names no contained resource it does not
+// hold (R4 ref-1), and fails t otherwise.
+func validView(t *testing.T, where, who string, out []byte) bool {
+	t.Helper()
+	m := decodeUseNumber(t, out)
+	if ps := fhirr4.Check(m); len(ps) > 0 {
+		t.Errorf("%s: the %s's view is no valid R4: %v\n%s", where, who, ps, out)
+		return false
+	}
+	if d := danglingLocalReferences(m); len(d) > 0 {
+		t.Errorf("%s: the %s's view names contained resources it does not hold (ref-1): %v\n%s", where, who, d, out)
+		return false
+	}
+	return true
 }
 
 // danglingLocalReferences returns the local references ("#id") of resource
