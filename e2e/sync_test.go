@@ -49,6 +49,8 @@ type fhirServerConfig struct {
 	ExportPolls int             `json:"exportPolls"`
 	PublicFiles bool            `json:"publicFiles,omitempty"`
 	Control     bool            `json:"control"`
+	// SearchParameters are indexed besides R4's own (server.mjs).
+	SearchParameters []json.RawMessage `json:"searchParameters,omitempty"`
 }
 
 // fhirServerDir is e2e/fhirserver with its npm packages installed (make

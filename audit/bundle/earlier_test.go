@@ -23,7 +23,10 @@ import (
 // testdata/golden's file as 27b3d0f had it (that record rendered the same
 // from 0dfeb9b to 27b3d0f; h-review42 added the URI of no patient of the
 // record to its event); a record missing there rendered then as it does
-// now.
+// in testdata/golden. The FHIR files of the records missing there until
+// h-auditfhir (deny, error, integrity, multi, other, read, retire,
+// templates) are testdata/golden's as dedf758 had them: h-auditfhir added
+// the patient reference and the user's name to the current rendering.
 func TestEarlierRendererIsThePreviousVersions(t *testing.T) {
 	for name, r := range goldenRecords() {
 		r, err := audit.Decode(audit.Encode(r))
@@ -200,6 +203,7 @@ func TestVerifyEarlierVersionsBundle(t *testing.T) {
 // Format.render of every record of records.tsv (name, tab, canonical
 // record), dumped by a test added to a git worktree of the commit.
 var earlierBuilds = map[renderer]string{
+	renderer486663c:        "dedf758",
 	rendererBf44145:        "c36f872",
 	renderer311e1f4:        "e4efd0a",
 	renderer0a0ff79:        "264c3fa",

@@ -121,6 +121,7 @@ type fhirIdentifier struct {
 }
 
 type fhirReference struct {
+	Reference  string          `json:"reference,omitempty"`
 	Type       string          `json:"type,omitempty"`
 	Identifier *fhirIdentifier `json:"identifier,omitempty"`
 	Display    string          `json:"display,omitempty"`
@@ -135,6 +136,7 @@ type fhirAgent struct {
 	Type         *fhirConcept   `json:"type,omitempty"`
 	Role         []fhirConcept  `json:"role,omitempty"`
 	Who          *fhirReference `json:"who,omitempty"`
+	Name         string         `json:"name,omitempty"`
 	Requestor    bool           `json:"requestor"`
 	Network      *fhirNetwork   `json:"network,omitempty"`
 	PurposeOfUse []fhirConcept  `json:"purposeOfUse,omitempty"`
@@ -219,7 +221,9 @@ func balpKindOf(action string) balpKind {
 //     Source Role ID; entity data (audit-entity-type#2 System Object,
 //     object-role#4 Domain Resource, what = the URI, under the identifier
 //     system urn:ietf:rfc:3986 only if it is one, isURI) and, when patients are
-//     concerned, entity patient (#1 Person, object-role#1 Patient).
+//     concerned, entity patient (#1 Person, object-role#1 Patient; what =
+//     the reference Patient/<the record's value> when it is a FHIR id, as
+//     a keyed hash is, and its identifier: searchable).
 //   - resources/list, resources/templates/list: the Query pattern: subtype
 //     search, action E; client = 110153 Source Role ID, server = 110152
 //     Destination Role ID (the DICOM/IHE convention for queries); entity
@@ -237,7 +241,8 @@ func balpKindOf(action string) balpKind {
 //     Activity, action E; every patient and URI as entities.
 //
 // The user agent (v3-ParticipationType#IRCP, requestor, roles, purpose of
-// use) is present when the record names a principal; for an act of
+// use, name = who = the sub: searchable) is present when the record names
+// a principal; for an act of
 // custos itself (ownActs) it is the application agent, DCM 110150
 // Application, who a Device. outcome is 0 for
 // allow, 4 (minor failure) for deny, 8 (serious failure) for error, with
@@ -379,6 +384,9 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 		if ownAct(r) && rd >= rendererF35d06f { // custos itself, not a person who received information
 			user.Type.Coding[0], user.Who.Type = agentApplication, "Device"
 		}
+		if rd >= rendererCurrent { // what agent-name searches: BALP's agent[user].name, "here is searchable"
+			user.Name = user.Who.Identifier.Value
+		}
 		for _, role := range r.Principal.Roles {
 			if t := str(role); t != "" {
 				user.Role = append(user.Role, fhirConcept{Text: t})
@@ -397,7 +405,7 @@ func fhirEvent(r audit.Record, kind balpKind, patients []string, rd renderer) fh
 			continue
 		}
 		ev.Entity = append(ev.Entity, fhirEntity{
-			What: &fhirReference{Type: "Patient", Identifier: &fhirIdentifier{System: pick(rd >= rendererAd50907, patientSystem(p), custosPatientHash), Value: p}},
+			What: &fhirReference{Reference: pick(rd >= rendererCurrent && isFHIRID(p), "Patient/"+p, ""), Type: "Patient", Identifier: &fhirIdentifier{System: pick(rd >= rendererAd50907, patientSystem(p), custosPatientHash), Value: p}},
 			Type: &fhirCoding{System: fhirEntityType, Code: "1", Display: "Person"},
 			Role: &fhirCoding{System: fhirObjectRole, Code: "1", Display: "Patient"},
 		})
@@ -538,6 +546,31 @@ func isURI(s string) bool {
 		case c == '%' && i+2 < len(rest) && isHex(rest[i+1]) && isHex(rest[i+2]):
 			i += 2
 		default:
+			return false
+		}
+	}
+	return true
+}
+
+// searchable: since rendererCurrent (h-auditfhir), an event carries what
+// R4's AuditEvent search parameters index for the searches an auditor
+// makes (hl7.org/fhir/R4/auditevent.html#search): patient reads
+// entity.what.where(resolve() is Patient), which only a literal reference
+// satisfies, and agent-name reads agent.name (BALP's agent[user].name,
+// "here is searchable"). docs/audit-format.md, "Searching the export in a
+// FHIR server"; e2e TestAuditEventsSearchedInAFHIRServer runs them in
+// Medplum's FHIR server.
+
+// isFHIRID reports whether s is a FHIR R4 id ([A-Za-z0-9\-\.]{1,64}), so
+// that "Patient/"+s is a literal reference a FHIR server indexes for the
+// patient search parameter (searchable). A keyed hash (hk1- and 32 hex
+// digits) is one. It is pure.
+func isFHIRID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlpha(c) && !('0' <= c && c <= '9') && c != '-' && c != '.' {
 			return false
 		}
 	}

@@ -145,13 +145,20 @@ const (
 	// and paragraph separators as stored (csvRowFormatOnly); and what
 	// renderer311e1f4 lacks.
 	rendererBf44145
-	// rendererCurrent is this version's rendering, since h-review48.
+	// renderer486663c is the rendering of 486663c to dedf758 (h-review48,
+	// 2026-12-06 20:22 to 2026-12-07 13:28): an AuditEvent's patient entity
+	// named the patient by identifier only, and the principal's agent had
+	// no name and no policy, so a FHIR server's patient, agent-name and
+	// policy searches found no event (searchable); and what
+	// rendererBf44145 lacks.
+	renderer486663c
+	// rendererCurrent is this version's rendering, since h-auditfhir.
 	rendererCurrent
 )
 
 // earlierRenderers are the renderings of earlier custos versions the
 // verifier accepts, newest first.
-var earlierRenderers = []renderer{rendererBf44145, renderer311e1f4, renderer0a0ff79, renderer384f6a1, rendererBefore20261206, rendererF35d06f, rendererAd50907, renderer24e9851, rendererC3d1398, rendererF2704f7, renderer471441e, rendererA5f7443}
+var earlierRenderers = []renderer{renderer486663c, rendererBf44145, renderer311e1f4, renderer0a0ff79, renderer384f6a1, rendererBefore20261206, rendererF35d06f, rendererAd50907, renderer24e9851, rendererC3d1398, rendererF2704f7, renderer471441e, rendererA5f7443}
 
 // renderAs is render by renderer rd.
 func (f Format) renderAs(r audit.Record, rd renderer) ([]byte, error) {

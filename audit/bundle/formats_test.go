@@ -290,7 +290,7 @@ func TestBundleCSVShowsFormatControls(t *testing.T) {
 	if want := `\u202aclaude\u202c\u202bdesktop\u202c\u202dx\u202c`; !slices.Contains(rows[0], want) {
 		t.Errorf("no cell %q in %q", want, rows[0])
 	}
-	jsonAsBefore(t, r, renderer311e1f4)
+	jsonAsBefore(t, r, renderer311e1f4, rendererBf44145)
 }
 
 // TestBundleCSVShowsLineControls: the bundle's audit.csv writes a control
@@ -317,19 +317,20 @@ func TestBundleCSVShowsLineControls(t *testing.T) {
 	if want := `claude\u2028desktop`; !slices.Contains(rows[0], want) {
 		t.Errorf("no cell %q in %q", want, rows[0])
 	}
-	jsonAsBefore(t, r, rendererBf44145)
+	jsonAsBefore(t, r, rendererBf44145, renderer486663c)
 }
 
-// jsonAsBefore checks that the FHIR and OCSF renderings of r are rd's,
-// byte for byte: a change of the CSV's rules changes no JSON.
-func jsonAsBefore(t *testing.T, r audit.Record, rd renderer) {
+// jsonAsBefore checks that the FHIR and OCSF renderings of r by the
+// version after, which changed the CSV's rules, are those of the version
+// before it, byte for byte: a change of the CSV's rules changed no JSON.
+func jsonAsBefore(t *testing.T, r audit.Record, before, after renderer) {
 	t.Helper()
 	for _, f := range []Format{FormatFHIR, FormatOCSF} {
-		got, err := f.render(r)
+		got, err := f.renderAs(r, after)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if prev, _ := f.renderAs(r, rd); !bytes.Equal(got, prev) {
+		if prev, _ := f.renderAs(r, before); !bytes.Equal(got, prev) {
 			t.Errorf("%s rendering changed:\n got %s\nwant %s", f, got, prev)
 		}
 	}

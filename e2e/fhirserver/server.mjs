@@ -33,7 +33,8 @@
 // it listens. CONFIG: {port, clientId, jwks (null: no auth), bulk
 // ("system" | "patient" | "none"), seed: {resources}, tokenTTL, exportPolls,
 // publicFiles (export files need no token: requiresAccessToken false),
-// control}.
+// control, searchParameters (SearchParameter resources indexed besides
+// R4's own)}.
 
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -50,6 +51,11 @@ core.indexStructureDefinitionBundle(readJson('fhir/r4/profiles-resources.json'))
 for (const f of SEARCH_PARAMETER_BUNDLE_FILES) core.indexSearchParameterBundle(readJson(f));
 
 const cfg = JSON.parse(readFileSync(process.argv[2], 'utf8'));
+// Custom SearchParameters, indexed like R4's own (as a server's
+// administrator loads one: e.g. R5's AuditEvent purpose, which R4 lacks).
+if (cfg.searchParameters?.length) {
+  core.indexSearchParameterBundle({ resourceType: 'Bundle', type: 'collection', entry: cfg.searchParameters.map((resource) => ({ resource })) });
+}
 const FHIR = '/fhir';
 const repo = new MemoryRepository();
 const router = new FhirRouter();
