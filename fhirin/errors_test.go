@@ -197,6 +197,11 @@ func TestBadInput(t *testing.T) {
 			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].search.mode"},
 		{name: "a contained resource containing another patient's Observation (R4 dom-2)", files: map[string]string{"MedicationRequest.ndjson": `{"resourceType":"MedicationRequest","id":"r","status":"active","intent":"order","medicationCodeableConcept":{"text":"x"},"subject":{"reference":"Patient/SECRET-MRN-1"},"contained":[{"resourceType":"Observation","id":"c1","status":"final","code":{"text":"x"},"contained":[` + obs(`,"meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}]}`) + `],"hasMember":[{"reference":"#SECRET-obs"}]}],"supportingInformation":[{"reference":"#c1"}]}`},
 			err: ErrValue, where: "MedicationRequest.ndjson:1", fpath: "MedicationRequest.contained[0].contained"},
+		// A contained Parameters is taken (an operation's output kept with
+		// its GuidanceResponse), but not one holding resources: their
+		// patient and labels would not be read, as with R4 dom-2.
+		{name: "a contained Parameters holding another patient's Observation", files: map[string]string{"GuidanceResponse.ndjson": `{"resourceType":"GuidanceResponse","id":"g","moduleUri":"http://example.org/m","status":"success","subject":{"reference":"Patient/SECRET-MRN-1"},"contained":[{"resourceType":"Parameters","id":"p","parameter":[{"name":"SECRET","part":[{"name":"x","resource":{"resourceType":"Observation","id":"o2","status":"final","code":{"text":"SECRET"},"subject":{"reference":"Patient/SECRET-MRN-2"},"meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}]}}}]}]}],"outputParameters":{"reference":"#p"}}`},
+			err: ErrUnsupported, where: "GuidanceResponse.ndjson:1", fpath: "GuidanceResponse.contained[0].parameter[0].part[0].resource"},
 		{name: "a searchset whose outcome reports an error", files: map[string]string{"b.json": bundle("searchset", `{"resource":`+pat+`,"search":{"mode":"match"}}`,
 			`{"resource":{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"too-costly","diagnostics":"SECRET-MRN-2 not returned"}]},"search":{"mode":"outcome"}}`)},
 			err: ErrValue, where: "b.json:2", fpath: "Bundle.entry[1]"},
