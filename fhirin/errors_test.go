@@ -683,14 +683,43 @@ func TestDeleteURLFormsNamed(t *testing.T) {
 		"Patient/SECRET-1?_cascade=delete": "with a query",
 		"Patient?identifier=SECRET-1":      "conditional deletes",
 	} {
-		p := filepath.Join(t.TempDir(), "b.json")
-		b := `{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"DELETE","url":"` + url + `"}}]}`
-		if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		_, err := readAll(t, p)
+		err := readOne(t, `{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"DELETE","url":"`+url+`"}}]}`)
 		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "SECRET") {
 			t.Errorf("DELETE %s: %v, want ErrUnsupported saying %q", url, err, want)
 		}
 	}
+}
+
+// A Bundle of a type custos does not import is refused naming its type
+// when it is one of R4's (a message, a history, a batch-response: HL7's
+// R4 examples hold them), and never quoting another: the error said only
+// which types are imported before h-r4all.
+func TestBundleTypeRefusalNamesTheType(t *testing.T) {
+	for typ, want := range map[string]string{
+		"message":              "a message Bundle is not imported",
+		"history":              "a history Bundle is not imported",
+		"transaction-response": "a transaction-response Bundle is not imported",
+		"SECRET-MRN-1":         "a Bundle whose type is none of R4's is not imported",
+	} {
+		err := readOne(t, `{"resourceType":"Bundle","type":"`+typ+`","entry":[{"resource":{"resourceType":"Patient","id":"p"}}]}`)
+		var fe *Error
+		if !errors.As(err, &fe) || !errors.Is(err, ErrUnsupported) || fe.Path != "Bundle.type" {
+			t.Fatalf("type %q: err = %v, want ErrUnsupported at Bundle.type", typ, err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, want) || strings.Contains(msg, "SECRET") {
+			t.Errorf("type %q: %v, want it to say %q and quote no other type", typ, err, want)
+		}
+	}
+}
+
+// readOne reads body, written to a file of its own, and returns Read's
+// error.
+func readOne(t *testing.T, body string) error {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "b.json")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := readAll(t, p)
+	return err
 }
