@@ -18,6 +18,13 @@ import (
 // focus is an event, a history holds one resource many times).
 var importedBundleTypes = map[string]bool{"collection": true, "document": true, "transaction": true, "batch": true, "searchset": true}
 
+// r4BundleTypes are R4's Bundle types (the required binding of
+// Bundle.type): a refusal names one of them, and never another value.
+var r4BundleTypes = map[string]bool{
+	"document": true, "message": true, "transaction": true, "transaction-response": true, "batch": true,
+	"batch-response": true, "history": true, "searchset": true, "collection": true,
+}
+
 // bundle is one Bundle's reference context: its entries by fullUrl and by
 // identifier, and the labels of its meta.security, which apply to every entry.
 type bundle struct {
@@ -174,7 +181,11 @@ func (rd *reader) readBundle(s *source, line int, raw []byte) error {
 		next = next || l["relation"] == "next"
 	}
 	if !importedBundleTypes[b.typ] {
-		return newError(w, "Bundle.type", ErrUnsupported, "only collection, document, transaction, batch and searchset Bundles are imported")
+		what := "a Bundle whose type is none of R4's"
+		if r4BundleTypes[b.typ] {
+			what = "a " + b.typ + " Bundle"
+		}
+		return newError(w, "Bundle.type", ErrUnsupported, "%s is not imported: only collection, document, transaction, batch and searchset Bundles are", what)
 	}
 	if next && b.typ == "searchset" && rd.opts.Complete {
 		// One page of a search result: a full import would retire every

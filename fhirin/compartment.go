@@ -212,6 +212,16 @@ func (r *resource) compartment() (string, error) {
 		}
 		typ, _ := o["resourceType"].(string)
 		switch {
+		case typ == "Parameters":
+			// An operation's output kept with its resource
+			// (GuidanceResponse.outputParameters), an R4 type r4Types
+			// leaves out (no Patient compartment lists it): taken, unless
+			// it holds resources, whose patient and labels, as those of a
+			// contained resource's contained ones (R4 dom-2), would not
+			// be read.
+			if at := parametersResource(o, path); at != "" {
+				return "", r.errf(at, ErrUnsupported, "a contained Parameters holds a resource: its patient and labels would not be read")
+			}
 		case !r4Types[typ]:
 			return "", r.errf(path+".resourceType", ErrResourceType, "not an R4 resource type")
 		case typ == "Patient":
@@ -230,6 +240,28 @@ func (r *resource) compartment() (string, error) {
 		}
 	}
 	return c.result()
+}
+
+// parametersResource returns the FHIR path of the first resource that the
+// Parameters p, at FHIR path path, holds in a parameter or a part of one
+// (Parameters.parameter.resource, .part.resource, at any depth), or "".
+func parametersResource(p map[string]any, path string) string {
+	var walk func(v any, name, path string) string
+	walk = func(v any, name, path string) string {
+		arr, _ := v.([]any)
+		for i, x := range arr {
+			o, _ := x.(map[string]any)
+			at := path + "." + name + "[" + itoa(i) + "]"
+			if _, ok := o["resource"]; ok {
+				return at + ".resource"
+			}
+			if at := walk(o["part"], "part", at); at != "" {
+				return at
+			}
+		}
+		return ""
+	}
+	return walk(p["parameter"], "parameter", path)
 }
 
 // result is the Patient found, or "" (tenant-level) when the resource is

@@ -55,7 +55,8 @@
 //     (patientOnlyPaths) names no Patient, is an error: it is never
 //     guessed into one compartment nor left tenant-level. The references
 //     of contained resources count as their container's; a contained
-//     resource that contains resources (R4 dom-2) is an error. An absolute
+//     resource that contains resources (R4 dom-2), or a contained
+//     Parameters that holds one in a parameter, is an error. An absolute
 //     Patient URL counts only on the server the resource came from (its
 //     entry's RESTful fullUrl, its $export manifest's request). A resource
 //     that names no Patient at its compartment paths but names one

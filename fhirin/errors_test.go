@@ -197,6 +197,11 @@ func TestBadInput(t *testing.T) {
 			err: ErrValue, where: "b.json:1", fpath: "Bundle.entry[0].search.mode"},
 		{name: "a contained resource containing another patient's Observation (R4 dom-2)", files: map[string]string{"MedicationRequest.ndjson": `{"resourceType":"MedicationRequest","id":"r","status":"active","intent":"order","medicationCodeableConcept":{"text":"x"},"subject":{"reference":"Patient/SECRET-MRN-1"},"contained":[{"resourceType":"Observation","id":"c1","status":"final","code":{"text":"x"},"contained":[` + obs(`,"meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}]}`) + `],"hasMember":[{"reference":"#SECRET-obs"}]}],"supportingInformation":[{"reference":"#c1"}]}`},
 			err: ErrValue, where: "MedicationRequest.ndjson:1", fpath: "MedicationRequest.contained[0].contained"},
+		// A contained Parameters is taken (an operation's output kept with
+		// its GuidanceResponse), but not one holding resources: their
+		// patient and labels would not be read, as with R4 dom-2.
+		{name: "a contained Parameters holding another patient's Observation", files: map[string]string{"GuidanceResponse.ndjson": `{"resourceType":"GuidanceResponse","id":"g","moduleUri":"http://example.org/m","status":"success","subject":{"reference":"Patient/SECRET-MRN-1"},"contained":[{"resourceType":"Parameters","id":"p","parameter":[{"name":"SECRET","part":[{"name":"x","resource":{"resourceType":"Observation","id":"o2","status":"final","code":{"text":"SECRET"},"subject":{"reference":"Patient/SECRET-MRN-2"},"meta":{"security":[{"system":"http://terminology.hl7.org/CodeSystem/v3-ActCode","code":"HIV"}]}}}]}]}],"outputParameters":{"reference":"#p"}}`},
+			err: ErrUnsupported, where: "GuidanceResponse.ndjson:1", fpath: "GuidanceResponse.contained[0].parameter[0].part[0].resource"},
 		{name: "a searchset whose outcome reports an error", files: map[string]string{"b.json": bundle("searchset", `{"resource":`+pat+`,"search":{"mode":"match"}}`,
 			`{"resource":{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"too-costly","diagnostics":"SECRET-MRN-2 not returned"}]},"search":{"mode":"outcome"}}`)},
 			err: ErrValue, where: "b.json:2", fpath: "Bundle.entry[1]"},
@@ -678,14 +683,43 @@ func TestDeleteURLFormsNamed(t *testing.T) {
 		"Patient/SECRET-1?_cascade=delete": "with a query",
 		"Patient?identifier=SECRET-1":      "conditional deletes",
 	} {
-		p := filepath.Join(t.TempDir(), "b.json")
-		b := `{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"DELETE","url":"` + url + `"}}]}`
-		if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		_, err := readAll(t, p)
+		err := readOne(t, `{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"DELETE","url":"`+url+`"}}]}`)
 		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "SECRET") {
 			t.Errorf("DELETE %s: %v, want ErrUnsupported saying %q", url, err, want)
 		}
 	}
+}
+
+// A Bundle of a type custos does not import is refused naming its type
+// when it is one of R4's (a message, a history, a batch-response: HL7's
+// R4 examples hold them), and never quoting another: the error said only
+// which types are imported before h-r4all.
+func TestBundleTypeRefusalNamesTheType(t *testing.T) {
+	for typ, want := range map[string]string{
+		"message":              "a message Bundle is not imported",
+		"history":              "a history Bundle is not imported",
+		"transaction-response": "a transaction-response Bundle is not imported",
+		"SECRET-MRN-1":         "a Bundle whose type is none of R4's is not imported",
+	} {
+		err := readOne(t, `{"resourceType":"Bundle","type":"`+typ+`","entry":[{"resource":{"resourceType":"Patient","id":"p"}}]}`)
+		var fe *Error
+		if !errors.As(err, &fe) || !errors.Is(err, ErrUnsupported) || fe.Path != "Bundle.type" {
+			t.Fatalf("type %q: err = %v, want ErrUnsupported at Bundle.type", typ, err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, want) || strings.Contains(msg, "SECRET") {
+			t.Errorf("type %q: %v, want it to say %q and quote no other type", typ, err, want)
+		}
+	}
+}
+
+// readOne reads body, written to a file of its own, and returns Read's
+// error.
+func readOne(t *testing.T, body string) error {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "b.json")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := readAll(t, p)
+	return err
 }

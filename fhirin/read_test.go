@@ -517,6 +517,10 @@ func TestReadContainedCompartment(t *testing.T) {
 		{"a contained Observation of another patient", `{"resourceType":"MedicationRequest","id":"r","contained":[` + obsOf("p2") + `],"status":"active","intent":"order","medicationCodeableConcept":{"text":"x"},"subject":{"reference":"Patient/p1"},"supportingInformation":[{"reference":"#c"}]}`, "", "MedicationRequest.contained[0].subject"},
 		{"a Patient containing another patient's Observation", `{"resourceType":"Patient","id":"p1","contained":[` + obsOf("p2") + `]}`, "", "Patient.contained[0].subject"},
 		{"a contained Patient", `{"resourceType":"Observation","id":"o","contained":[{"resourceType":"Patient","id":"x"}],"status":"final","code":{"text":"x"},"subject":{"reference":"Patient/p1"},"focus":[{"reference":"#x"}]}`, "", "Observation.contained[0]"},
+		// An operation's output kept with its GuidanceResponse (R4's
+		// outputParameters, HL7's R4 example GuidanceResponse-example.json):
+		// refused as "not an R4 resource type" until h-r4all.
+		{"a GuidanceResponse's contained output Parameters", `{"resourceType":"GuidanceResponse","id":"g","contained":[{"resourceType":"Parameters","id":"out","parameter":[{"name":"score","valueDecimal":7},{"name":"device","valueReference":{"reference":"Device/software"}}]}],"moduleUri":"http://example.org/m","status":"success","subject":{"reference":"Patient/p1"},"outputParameters":{"reference":"#out"}}`, "p1", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkPlacement(t, tc.body, tc.patient, tc.errPath) })
 	}

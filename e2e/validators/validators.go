@@ -4,7 +4,8 @@
 // by `make validators`) from Go tests. It is the one runner every test that
 // checks custos's FHIR output against them uses: the exported AuditEvents
 // (audit/bundle), their extension against its published StructureDefinition
-// (Profile), and the de-identified research view (minimize).
+// (Profile), and the de-identified research view (minimize). R4Examples
+// finds HL7's own R4 examples, installed beside them.
 //
 // A missing node or npm package skips the calling test, or fails it under
 // CI=true, where a missing dependency must never pass as a skip.
@@ -51,26 +52,52 @@ func dir(t testing.TB) string {
 	return filepath.Dir(file)
 }
 
+// missing skips t for a missing dependency, or fails it under CI=true.
+func missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...) + " (run `make validators`)"
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s; CI=true: a missing validator fails", msg)
+	}
+	t.Skip(msg)
+}
+
 // installed returns this package's directory once node and the npm
 // packages are there; otherwise it skips t, or fails it under CI=true.
 func installed(t testing.TB) string {
 	t.Helper()
 	d := dir(t)
-	missing := func(format string, args ...any) {
-		t.Helper()
-		msg := fmt.Sprintf(format, args...) + " (run `make validators`)"
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s; CI=true: a missing validator fails", msg)
-		}
-		t.Skip(msg)
-	}
 	if _, err := exec.LookPath("node"); err != nil {
-		missing("node is not installed")
+		missing(t, "node is not installed")
 	}
 	for _, pkg := range packages {
 		if _, err := os.Stat(filepath.Join(d, "node_modules", pkg, "package.json")); err != nil {
-			missing("the npm package %s is not installed in %s", pkg, d)
+			missing(t, "the npm package %s is not installed in %s", pkg, d)
 		}
+	}
+	return d
+}
+
+// R4ExamplesVersion is the version of HL7's R4 examples package that
+// package.json pins (hl7.fhir.r4.examples, CC0).
+const R4ExamplesVersion = "4.0.1"
+
+// R4Examples returns the directory of HL7's own R4 examples
+// (hl7.fhir.r4.examples: the specification's 5,306 example and
+// conformance resources, one JSON file each, beside its package.json),
+// installed with the validators. A missing package, or one of another
+// version than R4ExamplesVersion, skips t, or fails it under CI=true. It
+// needs no node.
+func R4Examples(t testing.TB) string {
+	t.Helper()
+	d := filepath.Join(dir(t), "node_modules", "hl7.fhir.r4.examples")
+	b, err := os.ReadFile(filepath.Join(d, "package.json"))
+	if err != nil {
+		missing(t, "the npm package hl7.fhir.r4.examples is not installed in %s", filepath.Dir(d))
+	}
+	var pkg struct{ Version string }
+	if err := json.Unmarshal(b, &pkg); err != nil || pkg.Version != R4ExamplesVersion {
+		missing(t, "hl7.fhir.r4.examples in %s is version %q, not %s", filepath.Dir(d), pkg.Version, R4ExamplesVersion)
 	}
 	return d
 }

@@ -47,7 +47,9 @@ const maxProblems = 20
 // against the R4 structure and returns every problem it finds (up to 20),
 // in the order of the walk (member names sorted), or none. Contained
 // resources and those of Bundle entries and Parameters are checked as
-// resources of their own type. A resourceType that is missing or no
+// resources of their own type, and a Bundle entry's response outcome as
+// the OperationOutcome R4 types it (an element typed by a resource type
+// holds a resource of that type). A resourceType that is missing or no
 // concrete R4 type is a problem; the caller may have checked it already.
 //
 // A resource is walked first without paths and without sorting (quick):
@@ -290,6 +292,17 @@ func (c *checker) one(path, typ string, v any) {
 		return
 	}
 	if typ == "Resource" {
+		c.resource(path, m)
+		return
+	}
+	if Resources[typ] {
+		// An element typed by one resource type (R4's one:
+		// Bundle.entry.response.outcome, an OperationOutcome) holds a
+		// resource of that type, resourceType and all.
+		if rt, _ := m["resourceType"].(string); rt != typ {
+			c.add(Unknown, c.at(path, "resourceType"), "missing, or not "+typ+", the one resource type R4 takes here")
+			return
+		}
 		c.resource(path, m)
 		return
 	}

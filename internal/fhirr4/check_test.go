@@ -82,6 +82,11 @@ var validCases = []string{
 	// an HTML parser ends it too.
 	narrative(`<div xmlns="http://www.w3.org/1999/xhtml"><p>A&nbsp;B &eacute;</p><!-- generated narrative --></div>`),
 	`{"resourceType":"Observation","_status":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"unknown"}]},"code":{"text":"x"}}`,
+	// An element whose type is a resource type (R4's one:
+	// Bundle.entry.response.outcome, an OperationOutcome) holds a resource,
+	// resourceType and all: refused as an unknown element until h-r4all
+	// (HL7's R4 example Bundle-bundle-response.json).
+	`{"resourceType":"Bundle","type":"batch-response","entry":[{"response":{"status":"201 Created","outcome":{"resourceType":"OperationOutcome","issue":[{"severity":"warning","code":"not-found"}]}}}]}`,
 }
 
 type invalid struct {
@@ -127,6 +132,8 @@ var unknownCases = []invalid{
 	{"a contained resource of no type", obs(`,"contained":[{"id":"p"}]`), Unknown, "Observation.contained[0].resourceType"},
 	{"an unknown element in a Bundle entry", `{"resourceType":"Bundle","type":"collection","entry":[{"resource":` + obs(`,"fooBar":1`) + `}]}`, Unknown, "Bundle.entry[0].resource.fooBar"},
 	{"no R4 type", `{"resourceType":"Foo"}`, Unknown, "resourceType"},
+	{"another resource where R4 types an element OperationOutcome", `{"resourceType":"Bundle","type":"batch-response","entry":[{"response":{"status":"200","outcome":{"resourceType":"Patient","id":"p"}}}]}`, Unknown, "Bundle.entry[0].response.outcome.resourceType"},
+	{"an unknown element in a Bundle entry's outcome", `{"resourceType":"Bundle","type":"batch-response","entry":[{"response":{"status":"200","outcome":{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"x"}],"fooBar":1}}}]}`, Unknown, "Bundle.entry[0].response.outcome.fooBar"},
 }
 
 func TestCheckJSONKinds(t *testing.T) { checkInvalid(t, kindCases) }

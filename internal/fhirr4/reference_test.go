@@ -184,7 +184,7 @@ func referenceOnly(ref string) string {
 		// them; Medplum's validator does). Control characters, which
 		// R4 refuses, are Check's and Medplum's to refuse.
 		return "HL7's schema's string pattern, run as a JavaScript regexp, refuses Unicode spaces"
-	case strings.HasPrefix(ref, "hl7-fhir-r4-json-schema: ") && strings.Contains(ref, ".fhirVersion should be equal to one of the allowed values"):
+	case strings.HasPrefix(ref, "hl7-fhir-r4-json-schema: ") && fhirVersion.MatchString(ref):
 		// The packaged schema is R4 4.0.0's: its FHIRVersion codes stop
 		// at 4.0.0, and 4.0.1 is R4 (a terminology binding: not checked).
 		return "HL7's packaged schema is R4 4.0.0's and knows no fhirVersion 4.0.1"
@@ -193,6 +193,11 @@ func referenceOnly(ref string) string {
 }
 
 var nullInArray = regexp.MustCompile(`\[[0-9]+\] should be string$`)
+
+// fhirVersion is HL7's schema's refusal of a fhirVersion, one (a
+// CapabilityStatement's, a StructureDefinition's) or one of many (an
+// ImplementationGuide's).
+var fhirVersion = regexp.MustCompile(`\.fhirVersion(\[[0-9]+\])? should be equal to one of the allowed values$`)
 
 // checkOnly says why Check refuses, with problems ps, what both reference
 // validators take, or "" when it has no reason to: R4 rules of its JSON
