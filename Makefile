@@ -70,7 +70,7 @@ igexamples: $(IG_STAMP)
 	@:
 
 $(IG_STAMP): $(IG_DIR)/packages.lock $(IG_DIR)/install.sh
-	$(IG_DIR)/install.sh
+	NPM="$(NPM)" $(IG_DIR)/install.sh
 	cp $< $@
 
 ## conformance: only the official MCP conformance suite (e2e/conformance, with

@@ -15,7 +15,8 @@
 # changed (packages/.custos-installed-lock is the stamp).
 set -euo pipefail
 cd "$(dirname "$0")"
-command -v npm >/dev/null || { echo "igexamples: npm is required" >&2; exit 1; }
+npm=${NPM:-npm} # the Makefile passes its NPM
+command -v "$npm" >/dev/null || { echo "igexamples: npm ($npm) is required" >&2; exit 1; }
 command -v node >/dev/null || { echo "igexamples: node is required" >&2; exit 1; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/custos-igexamples.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -29,7 +30,7 @@ while read -r spec want rest; do
 		exit 1
 	fi
 	mkdir "$work/$name"
-	npm pack "$spec" --pack-destination "$work/$name" --loglevel=error --no-audit --no-fund >/dev/null
+	"$npm" pack "$spec" --pack-destination "$work/$name" --loglevel=error --no-audit --no-fund >/dev/null
 	tgz=("$work/$name"/*.tgz)
 	if [[ ${#tgz[@]} -ne 1 || ! -f ${tgz[0]} ]]; then
 		echo "igexamples: npm pack $spec wrote no single tarball" >&2
