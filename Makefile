@@ -15,6 +15,14 @@ VAULT_BIN = $$(tools/vault/build.sh)
 # in-memory repository, the real FHIR server custos sync is tested against;
 # about 120 MB). A directory added here is installed the same way.
 NPM_DIRS := e2e/tsclient e2e/inspector e2e/conformance e2e/validators e2e/fhirserver
+# The published examples of three FHIR implementation guides (IPS, AU Base,
+# mCODE; about 25 MB), which rego's TestIGExamplesViews reads: npm tarballs
+# listed with their sha512 in e2e/igexamples/packages.lock, fetched with
+# `npm pack` and checked by e2e/igexamples/install.sh (npm ci cannot install
+# them: they depend on hl7.fhir.r4.core, which the npm registry lacks), again
+# only when the list or the script changed.
+IG_DIR   := e2e/igexamples
+IG_STAMP := $(IG_DIR)/packages/.custos-installed-lock
 # Which tests run under the race detector (see race). RACE_EXCLUDE lists the
 # directories whose tests never do: e2e starts custos as a separate process,
 # built without -race; bench and tools are harnesses, not the product.
@@ -44,15 +52,25 @@ build:
 test: deps browser-deps ops-deps vault vet unit race evidence
 
 ## deps: `npm ci` in each of NPM_DIRS, again only when its package-lock.json
-## changed since (a copy of the lockfile in node_modules is the stamp).
+## changed since (a copy of the lockfile in node_modules is the stamp), and
+## the FHIR implementation guides' examples (igexamples).
 NPM_STAMP := node_modules/.custos-installed-lock
-deps: $(NPM_DIRS:%=%/$(NPM_STAMP))
+deps: $(NPM_DIRS:%=%/$(NPM_STAMP)) $(IG_STAMP)
 	@:
 
 %/$(NPM_STAMP): %/package-lock.json
 	@command -v node >/dev/null || { echo "make: node is required for the e2e tests (TypeScript MCP SDK client)"; exit 1; }
 	@command -v $(NPM) >/dev/null || { echo "make: npm is required for the e2e tests"; exit 1; }
 	$(NPM) ci --prefix $* --no-audit --no-fund --loglevel=error
+	cp $< $@
+
+## igexamples: deps' install of the implementation guides' examples alone.
+.PHONY: igexamples
+igexamples: $(IG_STAMP)
+	@:
+
+$(IG_STAMP): $(IG_DIR)/packages.lock $(IG_DIR)/install.sh
+	NPM="$(NPM)" $(IG_DIR)/install.sh
 	cp $< $@
 
 ## conformance: only the official MCP conformance suite (e2e/conformance, with
@@ -145,4 +163,4 @@ demo:
 	$(GO) run ./cmd/custos demo
 
 clean:
-	rm -rf bin $(NPM_DIRS:%=%/node_modules)
+	rm -rf bin $(NPM_DIRS:%=%/node_modules) $(IG_DIR)/packages

@@ -237,11 +237,16 @@ func addressProblems(x any, path string, fail func(path, format string, args ...
 		if len(z) != 3 || strings.Trim(z, "0123456789") != "" {
 			fail(path+".postalCode", "a postal code that is no ZIP3")
 		}
-		if country, _ := m["country"].(string); country != "" && country != "US" && country != "USA" {
+		if country, _ := m["country"].(string); country != "" && !usCountryNames[strings.ToUpper(country)] {
 			fail(path+".postalCode", "a ZIP3 outside the US")
 		}
 	}
 }
+
+// usCountryNames are the United States' names in an Address.country (in
+// capitals): its ISO 3166 codes and its name (mCODE's examples write
+// "United States").
+var usCountryNames = map[string]bool{"US": true, "USA": true, "UNITED STATES": true, "UNITED STATES OF AMERICA": true}
 
 // ageLimit is 89 years in each unit of time an age is written in.
 var ageLimit = map[string]float64{"a": 89, "yr": 89, "year": 89, "years": 89, "mo": 89 * 12, "month": 89 * 12, "months": 89 * 12,
@@ -311,7 +316,8 @@ func absentReasonOnly(x any) bool {
 }
 
 // shTerminologies are the public terminologies a research view may name
-// (docs/policy.md, "Coding"), and BCP-13 (MIME types).
+// (docs/policy.md, "Coding"), BCP-13 (MIME types) and the extensions of
+// docs/policy.md's allow-list that are not FHIR's own.
 var shTerminologies = map[string]bool{
 	"http://loinc.org": true, "http://snomed.info/sct": true, "http://unitsofmeasure.org": true,
 	"http://www.nlm.nih.gov/research/umls/rxnorm": true, "http://hl7.org/fhir/sid/icd-10": true,
@@ -319,6 +325,9 @@ var shTerminologies = map[string]bool{
 	"http://hl7.org/fhir/sid/ndc": true, "http://www.ama-assn.org/go/cpt": true, "http://nucc.org/provider-taxonomy": true,
 	"urn:ietf:bcp:47": true, "urn:ietf:bcp:13": true, "urn:iso:std:iso:3166": true, "urn:iso:std:iso:4217": true,
 	"http://dicom.nema.org/resources/ontology/DCM": true, "http://radlex.org": true, "http://www.radlex.org": true,
+	// The extensions outside FHIR's own that docs/policy.md's extension
+	// allow-list names.
+	"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex": true,
 }
 
 // fhirCanonical is one of HL7's code systems, or one of FHIR's own code
@@ -502,6 +511,13 @@ const darJSON = `{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/d
 // its own required elements marked too.
 const withheldSignature = `{"resourceType":"Provenance","id":"c2","signature":[{"_when":` + darJSON + `,"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}],"type":[` + darJSON + `],"who":` + darJSON + `}]}`
 
+// researchViewAccepted are edits of researchViewBase (old, new) that keep
+// every Safe Harbor property.
+var researchViewAccepted = []struct{ old, new string }{
+	{`"country":"US"`, `"country":"United States"`},
+	{`"gender":"female"`, `"gender":"female","extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"F"}]`},
+}
+
 // researchViewLeaks are edits of researchViewBase (old, new) and the
 // problem safeHarborProblems must report for each.
 var researchViewLeaks = []struct{ old, new, want string }{
@@ -534,6 +550,8 @@ var researchViewLeaks = []struct{ old, new, want string }{
 	{`"system":"http://loinc.org"`, `"system":"http://mercy.example/mrn"`, "no known terminology"},
 	{`"system":"http://loinc.org"`, `"system":"http://hl7.org/fhir/sid/us-ssn"`, "no known terminology"},
 	{`"gender":"female"`, `"gender":"female","extension":[{"url":"http://mercy.example/ext","valueCode":"x"}]`, "no known terminology"},
+	{`"gender":"female"`, `"gender":"female","extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-race","valueCode":"x"}]`, "no known terminology"},
+	{`"country":"US"`, `"country":"United Kingdom"`, "a ZIP3 outside the US"},
 	{`"_issued":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]}`,
 		`"_status":{"id":"Evelyn"}`, "a companion"},
 	{`"status":"final"`, `"status":"final","patientName":"Marsh"`, "a member R4 does not define"},
@@ -553,6 +571,15 @@ var researchViewLeaks = []struct{ old, new, want string }{
 func TestViewCheckersFindEachProblem(t *testing.T) {
 	if ps := safeHarborProblems(decodeUseNumber(t, []byte(researchViewBase)), "ra1", 2026); len(ps) > 0 {
 		t.Fatalf("the base view has problems: %v", ps)
+	}
+	for _, c := range researchViewAccepted {
+		v := strings.Replace(researchViewBase, c.old, c.new, 1)
+		if v == researchViewBase {
+			t.Fatalf("%q is not in the base view", c.old)
+		}
+		if ps := safeHarborProblems(decodeUseNumber(t, []byte(v)), "ra1", 2026); len(ps) > 0 {
+			t.Errorf("%s -> %s: problems %v, want none", c.old, c.new, ps)
+		}
 	}
 	for _, c := range researchViewLeaks {
 		if !strings.Contains(researchViewBase, c.old) {
