@@ -183,7 +183,7 @@ func newAuditProveCmd() *cobra.Command {
 		af     accessFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "prove --data-dir D --seq N",
+		Use:   "prove --data-dir D --purpose CODE --seq N",
 		Short: "Print an inclusion proof of one record against the latest signed checkpoint",
 		Long: `prove shows that record N is in the audit log as anchored: it prints the
 record's hash, its leaf hash, the latest signed checkpoint (origin, size, root,

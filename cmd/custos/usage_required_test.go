@@ -1,0 +1,41 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// TestUsageLineNamesRequiredFlags: the usage line of a command's --help
+// ("custos audit prove --data-dir D --seq N") is what a reader types, so
+// it names every flag the command always requires (marked "(required)" in
+// the flag list, as TestDocumentedCommandsHaveTheirRequiredFlags reads
+// it). A usage line without --purpose sent a reader who typed it to
+// "a purpose of use is required".
+func TestUsageLineNamesRequiredFlags(t *testing.T) {
+	root := newRootCmd(new(bytes.Buffer), new(bytes.Buffer))
+	checked := 0
+	var walk func(*cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		for _, c := range cmd.Commands() {
+			walk(c)
+		}
+		if cmd.HasAvailableSubCommands() || !cmd.IsAvailableCommand() && cmd != root {
+			return
+		}
+		checked++
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			named := strings.Contains(cmd.Use, "--"+f.Name) || f.Shorthand != "" && strings.Contains(cmd.Use, "-"+f.Shorthand+" ")
+			if requiredUsage.MatchString(f.Usage) && !named {
+				t.Errorf("%s: usage line %q does not name --%s, which the command requires", cmd.CommandPath(), cmd.Use, f.Name)
+			}
+		})
+	}
+	walk(root)
+	if checked < 30 {
+		t.Fatalf("checked %d commands, want at least 30: is the walk broken?", checked)
+	}
+}
