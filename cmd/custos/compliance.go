@@ -133,7 +133,7 @@ Examples:
   custos compliance report --data-dir /srv/custos --anchor-dir /mnt/anchor \
       --purpose HOPERAT --by privacy-officer \
       --pubkey custos-audit.vkeys --since 2026-10-01 --until 2027-01-01 \
-      --test-results bin/test-results.json --config /etc/custos/config.yaml --out ./q4-2026
+      --test-results bin/test-results.json --config /etc/custos/custos.yaml --out ./q4-2026
   # then open ./package/report.html in a browser`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -18,11 +18,7 @@ import (
 func TestUsageLineNamesRequiredFlags(t *testing.T) {
 	root := newRootCmd(new(bytes.Buffer), new(bytes.Buffer))
 	checked := 0
-	var walk func(*cobra.Command)
-	walk = func(cmd *cobra.Command) {
-		for _, c := range cmd.Commands() {
-			walk(c)
-		}
+	eachCommand(root, func(cmd *cobra.Command) {
 		if cmd.HasAvailableSubCommands() || !cmd.IsAvailableCommand() && cmd != root {
 			return
 		}
@@ -33,9 +29,16 @@ func TestUsageLineNamesRequiredFlags(t *testing.T) {
 				t.Errorf("%s: usage line %q does not name --%s, which the command requires", cmd.CommandPath(), cmd.Use, f.Name)
 			}
 		})
-	}
-	walk(root)
+	})
 	if checked < 30 {
 		t.Fatalf("checked %d commands, want at least 30: is the walk broken?", checked)
 	}
+}
+
+// eachCommand calls f for cmd and every command below it.
+func eachCommand(cmd *cobra.Command, f func(*cobra.Command)) {
+	for _, c := range cmd.Commands() {
+		eachCommand(c, f)
+	}
+	f(cmd)
 }
