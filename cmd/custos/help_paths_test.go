@@ -53,3 +53,29 @@ func TestHelpNamesTheInstalledConfigFile(t *testing.T) {
 		}
 	}
 }
+
+// TestServeHelpSaysTheTokenFileIsReloaded: serve reloads its token file
+// within a second of a change and at once on SIGHUP (server.TokenFile;
+// 'custos token --help' and docs/operations.md, "Token files", say so),
+// so serve --help says so too. It said the file was "read once, at start",
+// which sends an operator who added a token to restart the server.
+func TestServeHelpSaysTheTokenFileIsReloaded(t *testing.T) {
+	root := newRootCmd(new(bytes.Buffer), new(bytes.Buffer))
+	serve, _, err := root.Find([]string{"serve"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := root.Find([]string{"token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const reload = "within a second of a change (at once on SIGHUP)"
+	for _, c := range []*cobra.Command{serve, token} {
+		if !strings.Contains(strings.Join(strings.Fields(c.Long), " "), reload) {
+			t.Errorf("%s --help does not say the token file is reloaded %q", c.CommandPath(), reload)
+		}
+	}
+	if strings.Contains(serve.Long, "read once") {
+		t.Errorf("serve --help says the token file is read once")
+	}
+}
