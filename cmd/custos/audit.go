@@ -91,7 +91,7 @@ Examples:
   custos audit verify --data-dir ./data
   custos audit verify --data-dir ./data --json
   custos audit verify --data-dir ./data --pubkey custos-audit.vkeys
-  custos audit verify --data-dir ./data --anchor-dir /mnt/anchor --pubkey custos-audit.vkeys
+  custos audit verify --data-dir ./data --anchor-dir /mnt/audit-anchor/custos --pubkey custos-audit.vkeys
   custos audit verify --bundle ./nov-bundle --pubkey custos-audit.vkeys`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

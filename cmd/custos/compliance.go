@@ -130,7 +130,7 @@ on stderr, not with --json; the package is the same either way.
 
 Examples:
   custos compliance report --data-dir ./data --dev --purpose HOPERAT --out ./package
-  custos compliance report --data-dir /srv/custos --anchor-dir /mnt/anchor \
+  custos compliance report --data-dir /srv/custos --anchor-dir /mnt/audit-anchor/custos \
       --purpose HOPERAT --by privacy-officer \
       --pubkey custos-audit.vkeys --since 2026-10-01 --until 2027-01-01 \
       --test-results bin/test-results.json --config /etc/custos/custos.yaml --out ./q4-2026

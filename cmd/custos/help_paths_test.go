@@ -79,3 +79,65 @@ func TestServeHelpSaysTheTokenFileIsReloaded(t *testing.T) {
 		t.Errorf("serve --help says the token file is read once")
 	}
 }
+
+// unitPath is the one path of the systemd unit's line that starts with
+// key (ReadWritePaths=, ExecStart=), matched by re.
+func unitPath(t *testing.T, unit, key string, re *regexp.Regexp) string {
+	t.Helper()
+	for _, l := range strings.Split(unit, "\n") {
+		if strings.HasPrefix(l, key) {
+			if m := re.FindStringSubmatch(l); m != nil {
+				return m[1]
+			}
+		}
+	}
+	t.Fatalf("deploy/systemd/custos.service: no %s line naming %s", key, re)
+	return ""
+}
+
+// TestDocumentedPathsAreTheInstalledOnes: the anchor directory every
+// document and --help example passes (--anchor-dir under /mnt) is the one
+// the shipped systemd unit lets custos write (ReadWritePaths=), and the
+// operations runbook's data directory is the unit's (--data-dir of
+// ExecStart=). operations.md installed /var/lib/custos and
+// /mnt/audit-anchor/custos, then ran its routine tasks, backup and restore
+// on /srv/custos and /mnt/anchor/custos: a restore typed between its
+// 'systemctl stop custos' and 'systemctl start custos' wrote a directory
+// the service never reads, checked against an anchor that does not exist.
+func TestDocumentedPathsAreTheInstalledOnes(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/systemd/custos.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := string(b)
+	anchor := unitPath(t, unit, "ReadWritePaths=", regexp.MustCompile(`=(\S+)`))
+	dataDir := unitPath(t, unit, "ExecStart=", regexp.MustCompile(`--data-dir (\S+)`))
+	anchorArg := regexp.MustCompile(`--anchor-dir[ =](/mnt/\S*)`)
+	dataDirArg := regexp.MustCompile(`--data-dir[ =](/\S*)`)
+	check := func(where, text string, dataDirs bool) {
+		for _, m := range anchorArg.FindAllStringSubmatch(text, -1) {
+			if strings.TrimRight(m[1], "`,;)") != anchor {
+				t.Errorf("%s: --anchor-dir %s; the systemd unit writes checkpoints to %s", where, m[1], anchor)
+			}
+		}
+		if !dataDirs {
+			return
+		}
+		for _, m := range dataDirArg.FindAllStringSubmatch(text, -1) {
+			if p := strings.TrimRight(m[1], "`,;)"); p != dataDir && !strings.HasPrefix(p, "/tmp/") {
+				t.Errorf("%s: --data-dir %s; the systemd unit serves %s", where, p, dataDir)
+			}
+		}
+	}
+	root := newRootCmd(new(bytes.Buffer), new(bytes.Buffer))
+	eachCommand(root, func(cmd *cobra.Command) {
+		check(cmd.CommandPath()+" --help", cmd.Long+"\n"+cmd.Example, false)
+	})
+	for _, f := range docFiles(t) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(strings.TrimPrefix(f, "../../"), string(b), strings.HasSuffix(f, "/operations.md"))
+	}
+}

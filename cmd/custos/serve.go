@@ -118,7 +118,7 @@ Examples:
     custos serve --dev --data-dir ./data --stdio
   VAULT_ADDR=https://vault.internal:8200 custos serve --data-dir ./data \
     --vault-role-id-file /etc/custos/vault/role-id --vault-secret-id-file /etc/custos/vault/secret-id \
-    --anchor-dir /mnt/anchor/custos --listen 10.0.0.5:8443 --tokens ./tokens.json \
+    --anchor-dir /mnt/audit-anchor/custos --listen 10.0.0.5:8443 --tokens ./tokens.json \
     --tls-cert /etc/custos/tls/server.crt --tls-key /etc/custos/tls/server.key
   custos config check /etc/custos/custos.yaml && custos serve --config /etc/custos/custos.yaml`,
 		Args: cobra.NoArgs,
