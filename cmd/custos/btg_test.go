@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -434,5 +435,32 @@ func TestGrantStateOfABadTenant(t *testing.T) {
 	g.Tenant, g.Refused = "general hospital", btg.RefusedBadTenant
 	if got := grantState(g, now); got != "refused:bad_tenant" {
 		t.Errorf("grantState(refused) = %s, want refused:bad_tenant", got)
+	}
+}
+
+// TestBtgGrantShortReasonIsBadUsage: a --reason too short to say why is a
+// flag given wrongly: refused as bad usage (exit 2) naming --reason and the
+// minimum, before the catalog or grants.db is opened. It failed in the
+// store after the command had warned about the server's rules, exited 1 and
+// said "the reason is required" of a reason that was given, and --help did
+// not give the minimum.
+func TestBtgGrantShortReasonIsBadUsage(t *testing.T) {
+	dir := t.TempDir()
+	code, _, stderr := runCustos("btg", "grant", "--data-dir", dir, "--sub", "dr-jones", "--patient", "p1",
+		"--tenant", "general-hospital", "--reason", "  short  ", "--ttl", "10m")
+	if code != 2 || !strings.Contains(stderr, "--reason") || !strings.Contains(stderr, strconv.Itoa(btg.MinReasonLen)) ||
+		strings.Contains(stderr, "warning") {
+		t.Errorf("short reason: exit %d, stderr %q; want 2 naming --reason and %d, no warning", code, stderr, btg.MinReasonLen)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "grants.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("grants.db after a refused grant: %v", err)
+	}
+	root := newRootCmd(new(bytes.Buffer), new(bytes.Buffer))
+	grant, _, err := root.Find([]string{"btg", "grant"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := grant.Flags().Lookup("reason").Usage; !strings.Contains(u, "at least "+strconv.Itoa(btg.MinReasonLen)+" characters") {
+		t.Errorf("--reason's help %q does not give the minimum", u)
 	}
 }
