@@ -72,6 +72,10 @@ grant, revocation, expiry, use and review is in the audit log.
   custos btg list    shows grants and their uses
   custos btg review  lists unreviewed uses, and records the privacy officer's
                      sign-off (--grant ID --verdict appropriate|inappropriate)`,
+		Example: `  custos btg grant --data-dir /var/lib/custos --sub dr-jones --patient ID \
+    --reason "unconscious patient in ED, no chart access" --ttl 30m
+  custos btg list --data-dir /var/lib/custos
+  custos btg review --data-dir /var/lib/custos`,
 	}
 	return commandGroup(cmd, newBtgGrantCmd(), newBtgRevokeCmd(), newBtgListCmd(), newBtgReviewCmd())
 }

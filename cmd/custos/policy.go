@@ -62,6 +62,11 @@ audit record (policy/load or policy/reject, with the bundle digest and the
 reason) and a log line ("policy loaded", "policy candidate rejected").
 'custos policy status --data-dir D' then says which policy serves and,
 if the candidate was refused, why.`,
+		Example: `  custos policy test ./policy && custos policy check ./policy
+  custos policy impact --candidate ./policy --data-dir /var/lib/custos --purpose HOPERAT --since 2026-11-01
+  custos policy bundle ./policy -o /etc/custos/policy.tar.gz.new --sequence 42 --key team=policy-signing.pem \
+    && mv /etc/custos/policy.tar.gz.new /etc/custos/policy.tar.gz
+  custos policy status --data-dir /var/lib/custos`,
 	}
 	return commandGroup(cmd, newPolicyTestCmd(), newPolicyCheckCmd(), newPolicyEvalCmd(), newPolicyImpactCmd(), newPolicyBundleCmd(), newPolicySignCmd(), newPolicyVerifyCmd(), newPolicyStatusCmd())
 }

@@ -42,3 +42,18 @@ func eachCommand(cmd *cobra.Command, f func(*cobra.Command)) {
 	}
 	f(cmd)
 }
+
+// TestEveryCommandHasAnExample: the README promises that every command's
+// --help has examples; a reader learns a command from one it can type.
+// 'custos btg --help' had none.
+func TestEveryCommandHasAnExample(t *testing.T) {
+	root := newRootCmd(new(bytes.Buffer), new(bytes.Buffer))
+	eachCommand(root, func(cmd *cobra.Command) {
+		if cmd == root || !cmd.IsAvailableCommand() || cmd.Name() == "completion" || cmd.Parent().Name() == "completion" {
+			return
+		}
+		if cmd.Example == "" && !strings.Contains(cmd.Long, "Example") {
+			t.Errorf("%s --help has no example", cmd.CommandPath())
+		}
+	})
+}
