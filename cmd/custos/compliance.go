@@ -194,7 +194,7 @@ Examples:
 	f.StringVar(&pubkey, "pubkey", "", "checkpoint verifier keys file ('custos audit pubkey'); default: derived from --dev or Vault")
 	f.StringVar(&anchorDir, "anchor-dir", "", "also check the log against the checkpoints anchored here")
 	f.StringVar(&testResults, "test-results", "", "'go test -json' results of a full run (bin/test-results.json): judge each control's evidence")
-	f.DurationVar(&retention, "audit-retention", app.DefaultRetention, "the audit retention period to report (default six years)")
+	f.DurationVar(&retention, "audit-retention", app.DefaultRetention, "the audit retention period to report (52596h: six years)")
 	f.StringVar(&cfgPath, "config", "", "read audit.retention from this serve configuration file")
 	f.BoolVar(&dev, "dev", false, "use the dev key file of a data directory served with --dev")
 	f.BoolVar(&asJSON, "json", false, "print a summary of the package as JSON")

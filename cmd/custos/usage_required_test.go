@@ -57,3 +57,22 @@ func TestEveryCommandHasAnExample(t *testing.T) {
 		}
 	})
 }
+
+// TestFlagDefaultShownOnce: cobra appends "(default V)" to a flag's help
+// when its default is not the zero value, so a usage text that gives the
+// default itself shows two (compliance report's --audit-retention read
+// "(default six years) (default 52596h0m0s)").
+func TestFlagDefaultShownOnce(t *testing.T) {
+	root := newRootCmd(new(bytes.Buffer), new(bytes.Buffer))
+	eachCommand(root, func(cmd *cobra.Command) {
+		if !cmd.IsAvailableCommand() {
+			return
+		}
+		usage := cmd.LocalFlags().FlagUsages()
+		for _, l := range strings.Split(usage, "\n") {
+			if strings.Count(l, "(default ") > 1 {
+				t.Errorf("%s: %s", cmd.CommandPath(), strings.TrimSpace(l))
+			}
+		}
+	})
+}
