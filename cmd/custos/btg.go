@@ -320,6 +320,7 @@ Examples:
 
 func newBtgRevokeCmd() *cobra.Command {
 	var dir, id, reason, by string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "revoke --data-dir D --grant ID --reason TEXT",
 		Short: "End a break-the-glass grant now",
@@ -327,7 +328,7 @@ func newBtgRevokeCmd() *cobra.Command {
 second, and the revocation is in the audit log with --reason. Who revoked is
 the OS account running the command (as for 'btg grant'); --by NAME, whom you
 act as or for, is recorded beside it as a claim (claimed_by), never in its
-place.
+place. --json prints the revoked grant.
 
 Example:
   custos btg list --data-dir /srv/custos
@@ -355,6 +356,9 @@ Example:
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), g)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "grant %s revoked at %s\n", g.ID, g.Revoked.Format(time.RFC3339))
 			return nil
 		},
@@ -364,6 +368,7 @@ Example:
 	f.StringVar(&id, "grant", "", "the grant id")
 	f.StringVar(&reason, "reason", "", "why (required)")
 	f.StringVar(&by, "by", "", "whom you revoke as or for: recorded as a claim beside your OS account, which is the actor")
+	f.BoolVar(&asJSON, "json", false, "print the revoked grant as JSON")
 	markRequired(cmd, "data-dir", "grant", "reason")
 	return cmd
 }

@@ -168,16 +168,7 @@ func TestBtgGrantNamesThePatientsTenant(t *testing.T) {
 // reviewed, and the revocation's operator and reason were only in --json.
 func TestBtgReviewShowsWhatThePrivacyOfficerNeeds(t *testing.T) {
 	dir := t.TempDir()
-	code, out, errOut := runCustos("btg", "grant", "--data-dir", dir, "--sub", "dr-er", "--tenant", "general-hospital",
-		"--patient", "0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f", "--reason", "unconscious patient in ED", "--ttl", "10m", "--json")
-	if code != 0 {
-		t.Fatalf("grant: exit %d\n%s%s", code, out, errOut)
-	}
-	all, err := btg.New(filepath.Join(dir, "grants.db"), btg.Options{}).All()
-	if err != nil || len(all) != 1 {
-		t.Fatalf("grants: %v %v", all, err)
-	}
-	id := all[0].ID
+	id := mustGrantER(t, dir).ID
 	if code, out, _ := runCustos("btg", "list", "--data-dir", dir); code != 0 || !regexp.MustCompile(`dr-er +active +0 +- `).MatchString(out) {
 		t.Errorf("btg list of an unused grant (exit %d):\n%s", code, out)
 	}
@@ -185,7 +176,7 @@ func TestBtgReviewShowsWhatThePrivacyOfficerNeeds(t *testing.T) {
 		t.Fatalf("revoke: exit %d\n%s%s", code, out, errOut)
 	}
 	account := osAccount(t)
-	code, out, _ = runCustos("btg", "review", "--data-dir", dir, "--grant", id)
+	code, out, _ := runCustos("btg", "review", "--data-dir", dir, "--grant", id)
 	if code != 0 || !strings.Contains(out, "grant "+id+" (dr-er, tenant general-hospital): 0 use(s)") ||
 		!strings.Contains(out, " by "+account+" (claimed: op-night): patient transferred to ICU") {
 		t.Errorf("btg review --grant (exit %d) does not show the tenant and the revocation:\n%s", code, out)
@@ -463,4 +454,39 @@ func TestBtgGrantShortReasonIsBadUsage(t *testing.T) {
 	if u := grant.Flags().Lookup("reason").Usage; !strings.Contains(u, "at least "+strconv.Itoa(btg.MinReasonLen)+" characters") {
 		t.Errorf("--reason's help %q does not give the minimum", u)
 	}
+}
+
+// TestBtgRevokeJSON: revoke prints the revoked grant as JSON with --json,
+// as grant, list and review do, for a script that ends grants (an
+// on-call runbook's "revoke every grant of this user"). It had no --json.
+func TestBtgRevokeJSON(t *testing.T) {
+	dir := t.TempDir()
+	granted := mustGrantER(t, dir)
+	code, out, errOut := runCustos("btg", "revoke", "--data-dir", dir, "--grant", granted.ID, "--reason", "patient transferred to ICU", "--json")
+	if code != 0 {
+		t.Fatalf("revoke --json: exit %d\n%s%s", code, out, errOut)
+	}
+	var revoked btg.Grant
+	if err := json.Unmarshal([]byte(out), &revoked); err != nil {
+		t.Fatalf("revoke --json printed no grant: %v\n%s", err, out)
+	}
+	if revoked.ID != granted.ID || revoked.Revoked.IsZero() || revoked.RevokeReason == "" {
+		t.Errorf("revoke --json: %+v; want grant %s with its revocation", revoked, granted.ID)
+	}
+}
+
+// mustGrantER grants dr-er access to a patient of general-hospital in D
+// (no catalog) with 'custos btg grant --json', and returns the grant.
+func mustGrantER(t *testing.T, dir string) btg.Grant {
+	t.Helper()
+	code, out, errOut := runCustos("btg", "grant", "--data-dir", dir, "--sub", "dr-er", "--tenant", "general-hospital",
+		"--patient", "0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f", "--reason", "unconscious patient in ED", "--ttl", "10m", "--json")
+	if code != 0 {
+		t.Fatalf("grant: exit %d\n%s%s", code, out, errOut)
+	}
+	var g btg.Grant
+	if err := json.Unmarshal([]byte(out), &g); err != nil || g.ID == "" {
+		t.Fatalf("grant --json: %v\n%s", err, out)
+	}
+	return g
 }
