@@ -592,7 +592,8 @@ func secretsPolicy(t *testing.T) string {
 // --dev, read through an MCP client, verify the audit log, and look a
 // patient up with the auditor environment it prints (the one printed
 // before, a custos-server token, is refused patient lookups: they need
-// custos-auditor, docs/vault.md).
+// custos-auditor, docs/vault.md). Its token expires (serve warns of one
+// that never does).
 func TestVaultDevReadmeCommand(t *testing.T) {
 	bin := vaulttest.Binary(t)
 	cmd := exec.Command("go", "run", "./tools/vaultdev", "--smoke", "--listen", "127.0.0.1:0", "--patients", "5")
@@ -608,6 +609,11 @@ func TestVaultDevReadmeCommand(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("vaultdev output lacks %q:\n%s", want, out.String())
 		}
+	}
+	// The production path it shows mints its token with an expiry, as
+	// docs/operations.md ("Token files") asks: serve warns of one without.
+	if strings.Contains(out.String()+errb.String(), "never expire") {
+		t.Errorf("vaultdev's serve warns of a token that never expires:\n%s\n%s", out.String(), errb.String())
 	}
 }
 

@@ -91,7 +91,7 @@ Examples:
   custos audit verify --data-dir ./data
   custos audit verify --data-dir ./data --json
   custos audit verify --data-dir ./data --pubkey custos-audit.vkeys
-  custos audit verify --data-dir ./data --anchor-dir /mnt/anchor --pubkey custos-audit.vkeys
+  custos audit verify --data-dir ./data --anchor-dir /mnt/audit-anchor/custos --pubkey custos-audit.vkeys
   custos audit verify --bundle ./nov-bundle --pubkey custos-audit.vkeys`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -213,7 +213,7 @@ func newAuditExportCmd() *cobra.Command {
 		af                                 accessFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "export --data-dir D (--out DIR | --format jsonl|csv [-o FILE]) [--since T] [--until T]",
+		Use:   "export --data-dir D --purpose CODE (--out DIR | --format jsonl|csv [-o FILE]) [--since T] [--until T]",
 		Short: "Export an auditor's bundle (records, signed checkpoints, proofs), or records as JSON lines or CSV",
 		Long: `export --out DIR writes an export bundle for auditors: the exact record bytes
 of a range (--from-seq/--to-seq, or --since/--until) in records.jsonl, the

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/custos-mcp/custos/app"
 	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/bundle"
 	"github.com/custos-mcp/custos/audit/checkpoint"
@@ -183,7 +184,7 @@ func newAuditProveCmd() *cobra.Command {
 		af     accessFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "prove --data-dir D --seq N",
+		Use:   "prove --data-dir D --purpose CODE --seq N",
 		Short: "Print an inclusion proof of one record against the latest signed checkpoint",
 		Long: `prove shows that record N is in the audit log as anchored: it prints the
 record's hash, its leaf hash, the latest signed checkpoint (origin, size, root,
@@ -298,7 +299,10 @@ Examples:
 					return err
 				}
 				if !ok {
-					return usagef("no checkpoint in %s yet: pass --origin", d)
+					host, _ := os.Hostname()
+					return usagef("no checkpoint in %s yet (serve signs its first once records arrive): pass --origin <deployment>/<node>/audit "+
+						"as serve names it from --deployment (default %s) and --node (default the host name), e.g. %s/%s/audit",
+						d, app.DefaultDeployment, app.DefaultDeployment, host)
 				}
 				c, err := checkpoint.Parse(noteText(entry.Note))
 				if err != nil {
@@ -328,7 +332,7 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.StringVar(&dir, "data-dir", "", "data directory holding checkpoints.jsonl")
-	f.StringVar(&origin, "origin", "", "checkpoint origin (default: from the latest checkpoint)")
+	f.StringVar(&origin, "origin", "", "checkpoint origin <deployment>/<node>/audit (default: from the latest checkpoint)")
 	f.StringVarP(&out, "output", "o", "", "write to FILE instead of stdout")
 	f.BoolVar(&dev, "dev", false, "use the dev key file of a data directory served with --dev")
 	f.BoolVar(&asJSON, "json", false, "print each key with its version and key id as JSON on stdout (the -o file is unchanged)")

@@ -186,3 +186,22 @@ func auditorVault(t *testing.T) (*vaulttest.Server, *vaulttest.Provisioned) {
 	t.Setenv("VAULT_TOKEN", tok)
 	return srv, p
 }
+
+// TestAuditPubkeyWithoutCheckpointNamesTheOrigin: before serve has signed
+// its first checkpoint, pubkey cannot read the origin and asks for
+// --origin: the message says what an origin is and how serve makes it
+// (<deployment>/<node>/audit, --deployment's default custos.local and
+// --node's, the host name), so that the operator can give it. It said
+// only "pass --origin".
+func TestAuditPubkeyWithoutCheckpointNamesTheOrigin(t *testing.T) {
+	dir := t.TempDir()
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCustos("audit", "pubkey", "--data-dir", dir, "--dev")
+	want := "custos.local/" + host + "/audit"
+	if code != 2 || stdout != "" || !strings.Contains(stderr, "<deployment>/<node>/audit") || !strings.Contains(stderr, want) {
+		t.Errorf("pubkey without a checkpoint: exit %d, stdout %q, stderr %q; want 2 naming <deployment>/<node>/audit and %s", code, stdout, stderr, want)
+	}
+}

@@ -71,7 +71,7 @@ func newAuditHashCmd() *cobra.Command {
 		af        accessFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "hash VALUE --data-dir D [--dev]",
+		Use:   "hash VALUE --data-dir D --purpose CODE [--dev]",
 		Short: "Compute the lookup value under which a patient id appears in the audit log",
 		Long: `Patient ids never appear in audit records: each is written as a keyed hash,
 HMAC-SHA256 under the audit keyed-hash key (docs/audit-format.md). hash prints
@@ -164,7 +164,7 @@ func newAuditReportCmd() *cobra.Command {
 		af                                    accessFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "report --data-dir D (--patient ID [--tenant T] | --user SUB | --denials | --break-glass) [--since T] [--until T]",
+		Use:   "report --data-dir D --purpose CODE (--patient ID [--tenant T] | --user SUB | --denials | --break-glass) [--since T] [--until T]",
 		Short: "Privacy officer reports: accesses to a patient, a user's activity, denials, break-the-glass",
 		Long: `report scans the audit log and lists the records that answer one question:
 

@@ -72,6 +72,10 @@ grant, revocation, expiry, use and review is in the audit log.
   custos btg list    shows grants and their uses
   custos btg review  lists unreviewed uses, and records the privacy officer's
                      sign-off (--grant ID --verdict appropriate|inappropriate)`,
+		Example: `  custos btg grant --data-dir /var/lib/custos --sub dr-jones --patient ID \
+    --reason "unconscious patient in ED, no chart access" --ttl 30m
+  custos btg list --data-dir /var/lib/custos
+  custos btg review --data-dir /var/lib/custos`,
 	}
 	return commandGroup(cmd, newBtgGrantCmd(), newBtgRevokeCmd(), newBtgListCmd(), newBtgReviewCmd())
 }
@@ -258,6 +262,9 @@ Examples:
 			if ttl <= 0 {
 				return usagef("--ttl must be more than 0, got %s", ttl)
 			}
+			if n := len(strings.TrimSpace(reason)); n < btg.MinReasonLen {
+				return usagef("--reason must say why in at least %d characters, got %d", btg.MinReasonLen, n)
+			}
 			if err := checkGrantee(sub); err != nil {
 				return err
 			}
@@ -304,7 +311,7 @@ Examples:
 	f.StringVar(&sub, "sub", "", "the user (principal subject) who gets access")
 	f.StringVar(&patient, "patient", "", "the patient: a resource URI, its patient segment, or the catalog's patient id (FHIR: the source Patient id)")
 	f.StringVar(&tenant, "tenant", "", "the patient's tenant (needed only when the catalog cannot tell it)")
-	f.StringVar(&reason, "reason", "", "why (required; recorded and reviewed)")
+	f.StringVar(&reason, "reason", "", fmt.Sprintf("why (required; at least %d characters; recorded and reviewed)", btg.MinReasonLen))
 	f.DurationVar(&ttl, "ttl", 30*time.Minute, "how long the grant lasts (at most the server's btg.max_ttl)")
 	f.BoolVar(&asJSON, "json", false, "print the grant as JSON")
 	markRequired(cmd, "data-dir", "sub", "patient", "reason")
@@ -313,6 +320,7 @@ Examples:
 
 func newBtgRevokeCmd() *cobra.Command {
 	var dir, id, reason, by string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "revoke --data-dir D --grant ID --reason TEXT",
 		Short: "End a break-the-glass grant now",
@@ -320,7 +328,7 @@ func newBtgRevokeCmd() *cobra.Command {
 second, and the revocation is in the audit log with --reason. Who revoked is
 the OS account running the command (as for 'btg grant'); --by NAME, whom you
 act as or for, is recorded beside it as a claim (claimed_by), never in its
-place.
+place. --json prints the revoked grant.
 
 Example:
   custos btg list --data-dir /srv/custos
@@ -348,6 +356,9 @@ Example:
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), g)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "grant %s revoked at %s\n", g.ID, g.Revoked.Format(time.RFC3339))
 			return nil
 		},
@@ -357,6 +368,7 @@ Example:
 	f.StringVar(&id, "grant", "", "the grant id")
 	f.StringVar(&reason, "reason", "", "why (required)")
 	f.StringVar(&by, "by", "", "whom you revoke as or for: recorded as a claim beside your OS account, which is the actor")
+	f.BoolVar(&asJSON, "json", false, "print the revoked grant as JSON")
 	markRequired(cmd, "data-dir", "grant", "reason")
 	return cmd
 }

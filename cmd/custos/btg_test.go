@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -167,16 +168,7 @@ func TestBtgGrantNamesThePatientsTenant(t *testing.T) {
 // reviewed, and the revocation's operator and reason were only in --json.
 func TestBtgReviewShowsWhatThePrivacyOfficerNeeds(t *testing.T) {
 	dir := t.TempDir()
-	code, out, errOut := runCustos("btg", "grant", "--data-dir", dir, "--sub", "dr-er", "--tenant", "general-hospital",
-		"--patient", "0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f", "--reason", "unconscious patient in ED", "--ttl", "10m", "--json")
-	if code != 0 {
-		t.Fatalf("grant: exit %d\n%s%s", code, out, errOut)
-	}
-	all, err := btg.New(filepath.Join(dir, "grants.db"), btg.Options{}).All()
-	if err != nil || len(all) != 1 {
-		t.Fatalf("grants: %v %v", all, err)
-	}
-	id := all[0].ID
+	id := mustGrantER(t, dir).ID
 	if code, out, _ := runCustos("btg", "list", "--data-dir", dir); code != 0 || !regexp.MustCompile(`dr-er +active +0 +- `).MatchString(out) {
 		t.Errorf("btg list of an unused grant (exit %d):\n%s", code, out)
 	}
@@ -184,7 +176,7 @@ func TestBtgReviewShowsWhatThePrivacyOfficerNeeds(t *testing.T) {
 		t.Fatalf("revoke: exit %d\n%s%s", code, out, errOut)
 	}
 	account := osAccount(t)
-	code, out, _ = runCustos("btg", "review", "--data-dir", dir, "--grant", id)
+	code, out, _ := runCustos("btg", "review", "--data-dir", dir, "--grant", id)
 	if code != 0 || !strings.Contains(out, "grant "+id+" (dr-er, tenant general-hospital): 0 use(s)") ||
 		!strings.Contains(out, " by "+account+" (claimed: op-night): patient transferred to ICU") {
 		t.Errorf("btg review --grant (exit %d) does not show the tenant and the revocation:\n%s", code, out)
@@ -435,4 +427,66 @@ func TestGrantStateOfABadTenant(t *testing.T) {
 	if got := grantState(g, now); got != "refused:bad_tenant" {
 		t.Errorf("grantState(refused) = %s, want refused:bad_tenant", got)
 	}
+}
+
+// TestBtgGrantShortReasonIsBadUsage: a --reason too short to say why is a
+// flag given wrongly: refused as bad usage (exit 2) naming --reason and the
+// minimum, before the catalog or grants.db is opened. It failed in the
+// store after the command had warned about the server's rules, exited 1 and
+// said "the reason is required" of a reason that was given, and --help did
+// not give the minimum.
+func TestBtgGrantShortReasonIsBadUsage(t *testing.T) {
+	dir := t.TempDir()
+	code, _, stderr := runCustos("btg", "grant", "--data-dir", dir, "--sub", "dr-jones", "--patient", "p1",
+		"--tenant", "general-hospital", "--reason", "  short  ", "--ttl", "10m")
+	if code != 2 || !strings.Contains(stderr, "--reason") || !strings.Contains(stderr, strconv.Itoa(btg.MinReasonLen)) ||
+		strings.Contains(stderr, "warning") {
+		t.Errorf("short reason: exit %d, stderr %q; want 2 naming --reason and %d, no warning", code, stderr, btg.MinReasonLen)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "grants.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("grants.db after a refused grant: %v", err)
+	}
+	root := newRootCmd(new(bytes.Buffer), new(bytes.Buffer))
+	grant, _, err := root.Find([]string{"btg", "grant"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := grant.Flags().Lookup("reason").Usage; !strings.Contains(u, "at least "+strconv.Itoa(btg.MinReasonLen)+" characters") {
+		t.Errorf("--reason's help %q does not give the minimum", u)
+	}
+}
+
+// TestBtgRevokeJSON: revoke prints the revoked grant as JSON with --json,
+// as grant, list and review do, for a script that ends grants (an
+// on-call runbook's "revoke every grant of this user"). It had no --json.
+func TestBtgRevokeJSON(t *testing.T) {
+	dir := t.TempDir()
+	granted := mustGrantER(t, dir)
+	code, out, errOut := runCustos("btg", "revoke", "--data-dir", dir, "--grant", granted.ID, "--reason", "patient transferred to ICU", "--json")
+	if code != 0 {
+		t.Fatalf("revoke --json: exit %d\n%s%s", code, out, errOut)
+	}
+	var revoked btg.Grant
+	if err := json.Unmarshal([]byte(out), &revoked); err != nil {
+		t.Fatalf("revoke --json printed no grant: %v\n%s", err, out)
+	}
+	if revoked.ID != granted.ID || revoked.Revoked.IsZero() || revoked.RevokeReason == "" {
+		t.Errorf("revoke --json: %+v; want grant %s with its revocation", revoked, granted.ID)
+	}
+}
+
+// mustGrantER grants dr-er access to a patient of general-hospital in D
+// (no catalog) with 'custos btg grant --json', and returns the grant.
+func mustGrantER(t *testing.T, dir string) btg.Grant {
+	t.Helper()
+	code, out, errOut := runCustos("btg", "grant", "--data-dir", dir, "--sub", "dr-er", "--tenant", "general-hospital",
+		"--patient", "0b5c1f7e-3c2a-4d7e-9f10-2a3b4c5d6e7f", "--reason", "unconscious patient in ED", "--ttl", "10m", "--json")
+	if code != 0 {
+		t.Fatalf("grant: exit %d\n%s%s", code, out, errOut)
+	}
+	var g btg.Grant
+	if err := json.Unmarshal([]byte(out), &g); err != nil || g.ID == "" {
+		t.Fatalf("grant --json: %v\n%s", err, out)
+	}
+	return g
 }

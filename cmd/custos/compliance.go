@@ -130,10 +130,10 @@ on stderr, not with --json; the package is the same either way.
 
 Examples:
   custos compliance report --data-dir ./data --dev --purpose HOPERAT --out ./package
-  custos compliance report --data-dir /srv/custos --anchor-dir /mnt/anchor \
+  custos compliance report --data-dir /srv/custos --anchor-dir /mnt/audit-anchor/custos \
       --purpose HOPERAT --by privacy-officer \
       --pubkey custos-audit.vkeys --since 2026-10-01 --until 2027-01-01 \
-      --test-results bin/test-results.json --config /etc/custos/config.yaml --out ./q4-2026
+      --test-results bin/test-results.json --config /etc/custos/custos.yaml --out ./q4-2026
   # then open ./package/report.html in a browser`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -194,7 +194,7 @@ Examples:
 	f.StringVar(&pubkey, "pubkey", "", "checkpoint verifier keys file ('custos audit pubkey'); default: derived from --dev or Vault")
 	f.StringVar(&anchorDir, "anchor-dir", "", "also check the log against the checkpoints anchored here")
 	f.StringVar(&testResults, "test-results", "", "'go test -json' results of a full run (bin/test-results.json): judge each control's evidence")
-	f.DurationVar(&retention, "audit-retention", app.DefaultRetention, "the audit retention period to report (default six years)")
+	f.DurationVar(&retention, "audit-retention", app.DefaultRetention, "the audit retention period to report (52596h: six years)")
 	f.StringVar(&cfgPath, "config", "", "read audit.retention from this serve configuration file")
 	f.BoolVar(&dev, "dev", false, "use the dev key file of a data directory served with --dev")
 	f.BoolVar(&asJSON, "json", false, "print a summary of the package as JSON")

@@ -64,8 +64,8 @@ Exit status (as for every check: 'custos --help'):
 for checking a file away from the host it is meant for.
 
 Examples:
-  custos config check /etc/custos/config.yaml
-  custos config check --no-files --json deploy/config.yaml`,
+  custos config check /etc/custos/custos.yaml
+  custos config check --no-files --json ./custos.yaml`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("config check needs exactly one FILE")

@@ -30,13 +30,8 @@ var codeSpan = regexp.MustCompile("`[^`\n]+`")
 // a pipe, &&, ;, a redirection, a closing parenthesis).
 func docInvocations(t *testing.T) []docInvocation {
 	t.Helper()
-	files, err := filepath.Glob("../../docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, "../../README.md", "../../SECURITY.md")
 	var out []docInvocation
-	for _, f := range files {
+	for _, f := range docFiles(t) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -69,6 +64,17 @@ func docInvocations(t *testing.T) []docInvocation {
 		}
 	}
 	return out
+}
+
+// docFiles are the documents, as paths from this package: docs/*.md, the
+// README and SECURITY.md.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(files, "../../README.md", "../../SECURITY.md")
 }
 
 // shellCode is a line of a code block without its shell comment.

@@ -62,6 +62,11 @@ audit record (policy/load or policy/reject, with the bundle digest and the
 reason) and a log line ("policy loaded", "policy candidate rejected").
 'custos policy status --data-dir D' then says which policy serves and,
 if the candidate was refused, why.`,
+		Example: `  custos policy test ./policy && custos policy check ./policy
+  custos policy impact --candidate ./policy --data-dir /var/lib/custos --purpose HOPERAT --since 2026-11-01
+  custos policy bundle ./policy -o /etc/custos/policy.tar.gz.new --sequence 42 --key team=policy-signing.pem \
+    && mv /etc/custos/policy.tar.gz.new /etc/custos/policy.tar.gz
+  custos policy status --data-dir /var/lib/custos`,
 	}
 	return commandGroup(cmd, newPolicyTestCmd(), newPolicyCheckCmd(), newPolicyEvalCmd(), newPolicyImpactCmd(), newPolicyBundleCmd(), newPolicySignCmd(), newPolicyVerifyCmd(), newPolicyStatusCmd())
 }
@@ -382,7 +387,9 @@ their file and line. FILE is a JSON policy input ("-" reads stdin):
                 "tenant": "general-hospital", "sensitivity": [], "consent": []}}
 
 (docs/policy.md, "Input"). The exit status is 0 whether the input is allowed
-or denied, and 1 if the policy could not decide (the server would deny).
+or denied, 1 if the policy could not decide (the server would deny), and 2
+if nothing was decided: bad usage, an --input that cannot be read or is not
+a policy input, a --policy-dir that cannot be read.
 
 Examples:
   custos policy eval --input request.json
@@ -400,17 +407,17 @@ Examples:
 				raw, err = os.ReadFile(inputPath)
 			}
 			if err != nil {
-				return fmt.Errorf("input: %w", err)
+				return usagef("--input: %v", err)
 			}
 			var in policy.Input
 			dec := json.NewDecoder(strings.NewReader(string(raw)))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&in); err != nil {
-				return fmt.Errorf("input %s is not a policy input: %w", inputPath, err)
+				return usagef("--input %s is not a policy input: %v", inputPath, err)
 			}
 			fsys, _, err := policyFS(dir)
 			if err != nil {
-				return err
+				return usagef("--policy-dir: %v", err)
 			}
 			eng, err := policy.Load(cmd.Context(), fsys, policy.Options{})
 			if err != nil {

@@ -48,7 +48,11 @@ func parseSigningKey(kv string) (*policy.FileSigner, error) {
 	if !ok || id == "" || file == "" {
 		return nil, usagef("--key %q: want ID=PEMFILE (an ECDSA P-256 private key; the ID names it to verifiers)", kv)
 	}
-	return policy.NewFileSigner(id, file)
+	s, err := policy.NewFileSigner(id, file)
+	if err != nil {
+		return nil, fmt.Errorf("--key %s: %w", kv, err)
+	}
+	return s, nil
 }
 
 const policyKeyHelp = `Keys: ES256 (ECDSA P-256). With --vault the Transit key custos-policy-signing
@@ -356,7 +360,7 @@ func parseVerificationKeys(keys []string) ([]policy.VerificationKey, error) {
 		}
 		pem, err := os.ReadFile(file)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--key %s: %w", kv, err)
 		}
 		k, err := policy.ParseVerificationKey(id, pem)
 		if err != nil {

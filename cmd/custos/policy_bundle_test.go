@@ -241,3 +241,25 @@ func TestPolicyVerifyJSON(t *testing.T) {
 		t.Errorf("the error quotes the key file:\n%s", e.String())
 	}
 }
+
+// TestPolicyKeyFileErrorsNameTheFlag: a --key whose file cannot be read is
+// named by the flag and its value, as serve names --policy-key. verify and
+// impact said only "open FILE: no such file or directory", bundle "policy:
+// bad key: open FILE: ...".
+func TestPolicyKeyFileErrorsNameTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	missing := "k1=" + filepath.Join(dir, "missing.pem")
+	if err := os.WriteFile(filepath.Join(dir, "policy.tar.gz"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"policy", "verify", filepath.Join(dir, "policy.tar.gz"), "--key", missing},
+		{"policy", "impact", "--candidate", filepath.Join(dir, "policy.tar.gz"), "--key", missing, "--data-dir", dir, "--purpose", "HOPERAT"},
+		{"policy", "bundle", "../../rego/custos", "-o", filepath.Join(dir, "out.tar.gz"), "--sequence", "1", "--key", missing},
+	} {
+		code, _, stderr := runCustos(args...)
+		if code == 0 || !strings.Contains(stderr, "--key "+missing) {
+			t.Errorf("custos %s: exit %d, stderr %q; want a failure naming --key %s", strings.Join(args[:2], " "), code, stderr, missing)
+		}
+	}
+}

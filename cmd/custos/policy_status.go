@@ -47,8 +47,8 @@ PHI. The whole history of loads and refusals is in the audit log
 (policy/load, policy/reject records; docs/audit-format.md).
 
 It needs a running server: with none on D it fails (exit 1) and says so.
-Run it as the account that runs the server, or root (or a member of an
-admin group), as every command that uses the admin socket.
+Run it as the account that runs the server, or root, as every command that
+uses the admin socket (docs/audit-access.md).
 
 Exit status: 0 the status was printed; 1 no server answers on D, or it
 could not answer; 2 bad usage (no --data-dir).

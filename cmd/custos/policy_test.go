@@ -293,3 +293,37 @@ func TestPolicyCheckSaysHowDecisionsAreCached(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyEvalUnreadableInputIsNotAVerdict: eval's exit 1 means the
+// policy could not decide the input (the server would deny), so an input
+// that was never decided (a --input file that does not exist or is not a
+// policy input, a --policy-dir that does not exist) is bad usage, exit 2,
+// naming the flag. All three exited 1, and a script reading 1 as "would
+// deny" took a typo in a path for a verdict.
+func TestPolicyEvalUnreadableInputIsNotAVerdict(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(good, []byte(`{"principal":{"sub":"a","roles":["clinician"],"client_id":"c","tenant":"t","patients":[]},"purpose_of_use":"TREAT","action":"templates"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(`{"principal": 1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCustos("policy", "eval", "--input", good); code != 0 {
+		t.Fatalf("eval of a good input: exit %d: %s", code, stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--input", filepath.Join(dir, "missing.json")}, "--input"},
+		{[]string{"--input", bad}, "--input"},
+		{[]string{"--input", good, "--policy-dir", filepath.Join(dir, "missing")}, "--policy-dir"},
+	} {
+		code, stdout, stderr := runCustos(append([]string{"policy", "eval"}, c.args...)...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, c.flag) {
+			t.Errorf("policy eval %v: exit %d, stdout %q, stderr %q; want 2 naming %s", c.args, code, stdout, stderr, c.flag)
+		}
+	}
+}

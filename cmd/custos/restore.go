@@ -57,8 +57,8 @@ not with --json.
 ` + vaultHelp + `
 
 Examples:
-  custos restore --from /backup/custos-2026-11-30 --data-dir /var/lib/custos --anchor-dir /mnt/anchor --pubkey custos-audit.vkeys
-  custos restore --from /backup/custos-2026-11-30 --data-dir /var/lib/custos --anchor-dir /mnt/anchor \
+  custos restore --from /backup/custos-2026-11-30 --data-dir /var/lib/custos --anchor-dir /mnt/audit-anchor/custos --pubkey custos-audit.vkeys
+  custos restore --from /backup/custos-2026-11-30 --data-dir /var/lib/custos --anchor-dir /mnt/audit-anchor/custos \
       --accept-rollback "disk failure INC-4711; audit.db lost since the backup"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

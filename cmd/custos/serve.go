@@ -51,9 +51,10 @@ Identity:
   --listen    Streamable HTTP at https://ADDR/mcp with --tls-cert/--tls-key
               (plain http:// only with --dev, on a loopback address); each
               request carries "Authorization: Bearer TOKEN", mapped to a
-              principal by --tokens (see 'custos token new'; read once, at
-              start; without --dev a warning counts its tokens that never
-              expire: mint them with --ttl), or an OAuth 2.1
+              principal by --tokens (see 'custos token new'; reloaded
+              within a second of a change (at once on SIGHUP); without --dev
+              a warning counts its tokens that never expire: mint them with
+              --ttl), or an OAuth 2.1
               access token (JWT) verified against --oauth-issuer's JWKS: audience
               --oauth-audience, scopes resources:list / resources:read, claims
               sub, roles, tenant, patients, azp (or act), purpose_of_use (or the
@@ -117,7 +118,7 @@ Examples:
     custos serve --dev --data-dir ./data --stdio
   VAULT_ADDR=https://vault.internal:8200 custos serve --data-dir ./data \
     --vault-role-id-file /etc/custos/vault/role-id --vault-secret-id-file /etc/custos/vault/secret-id \
-    --anchor-dir /mnt/anchor/custos --listen 10.0.0.5:8443 --tokens ./tokens.json \
+    --anchor-dir /mnt/audit-anchor/custos --listen 10.0.0.5:8443 --tokens ./tokens.json \
     --tls-cert /etc/custos/tls/server.crt --tls-key /etc/custos/tls/server.key
   custos config check /etc/custos/custos.yaml && custos serve --config /etc/custos/custos.yaml`,
 		Args: cobra.NoArgs,

@@ -69,7 +69,7 @@ Example:
 				return usagef("--ttl %s: must not be negative (0 or absent: the token never expires)", ttl)
 			}
 			if _, err := server.LoadPrincipalFile(principal); err != nil {
-				return err
+				return fmt.Errorf("--principal %s: %w", principal, err)
 			}
 			if err := checkOutputFile("--tokens", tokens); err != nil {
 				return err

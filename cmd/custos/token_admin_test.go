@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,5 +184,27 @@ func TestTokenRevokeThroughASymlinkChangesTheFileItNames(t *testing.T) {
 	}
 	if fi, err := os.Stat(target); err != nil || fi.Mode().Perm() != 0o640 {
 		t.Fatalf("the file's mode: %v %v", fi, err)
+	}
+}
+
+// TestTokenNewNamesTheBadPrincipalFile: a --principal file that cannot be
+// read or is not a principal is named by the flag, and no token file is
+// written. The error read "server: invalid configuration: principal file:
+// ...", which names no flag of 'token new'.
+func TestTokenNewNamesTheBadPrincipalFile(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"sub": 1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(dir, "tokens.json")
+	for _, p := range []string{filepath.Join(dir, "missing.json"), bad} {
+		code, stdout, stderr := runCustos("token", "new", "--principal", p, "--tokens", tokens)
+		if code == 0 || stdout != "" || !strings.Contains(stderr, "--principal "+p) {
+			t.Errorf("token new --principal %s: exit %d, stdout %q, stderr %q; want a failure naming --principal", p, code, stdout, stderr)
+		}
+	}
+	if _, err := os.Stat(tokens); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("token file after refused mints: %v", err)
 	}
 }

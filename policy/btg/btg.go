@@ -556,6 +556,10 @@ type Request struct {
 	TTL   time.Duration
 }
 
+// MinReasonLen is the fewest characters a grant's reason may have, once
+// trimmed and scrubbed: enough to say why.
+const MinReasonLen = 10
+
 // Grant records a new grant and its event. The reason is required, the TTL
 // may not exceed the rules' MaxTTL and, when the rules name roles allowed
 // to grant, the operator must hold one (checked in the transaction that
@@ -565,8 +569,8 @@ func (s *Store) Grant(r Request) (Grant, error) {
 	switch {
 	case r.Sub == "" || r.Patient == "" || r.Tenant == "" || r.By == "":
 		return Grant{}, fmt.Errorf("%w: a grant needs the user, the patient, the patient's tenant and the operator", ErrBadGrant)
-	case len(r.Reason) < 10:
-		return Grant{}, fmt.Errorf("%w: the reason is required and must say why (at least 10 characters)", ErrBadGrant)
+	case len(r.Reason) < MinReasonLen:
+		return Grant{}, fmt.Errorf("%w: the reason is required and must say why (at least %d characters)", ErrBadGrant, MinReasonLen)
 	case r.TTL <= 0:
 		return Grant{}, fmt.Errorf("%w: the TTL must be positive", ErrBadGrant)
 	}

@@ -145,7 +145,7 @@ func run() error {
 	}
 	say("seeded %d synthetic patients (%.1f s) and imported them encrypted at rest with a data key per blob from Transit (%.1f s)",
 		*patients, took[0].Seconds(), took[1].Seconds())
-	tok, err := command(ctx, dir, nil, custos, "token", "new", "--principal", filepath.Join(seed, "principals", "clinician.json"), "--tokens", tokens).Output()
+	tok, err := command(ctx, dir, nil, custos, "token", "new", "--principal", filepath.Join(seed, "principals", "clinician.json"), "--tokens", tokens, "--ttl", "24h").Output()
 	if err != nil {
 		return fmt.Errorf("custos token new: %w", err)
 	}
@@ -183,7 +183,7 @@ func run() error {
 	}
 	url := a.URL()
 	say("\ncustos serves MCP at %s (no --dev: keys from Vault, AppRole login)", url)
-	say("  clinician bearer token: %s", token)
+	say("  clinician bearer token (expires in 24 h): %s", token)
 	say("  TLS certificate to trust (self-signed): %s  (node: NODE_EXTRA_CA_CERTS=%s)", certFile, certFile)
 	say("  CLI against the same Vault: set -a; . %s; set +a", envFile)
 	say("  auditor CLI (custos-auditor token: audit hash, audit report --patient): set -a; . %s; set +a", auditorFile)
