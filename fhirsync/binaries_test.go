@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/custos-mcp/custos/fhirin"
+	"github.com/custos-mcp/custos/store"
 )
 
 // stageCarrier stages a Patient p1 and one carrier of type typ (with body
@@ -608,5 +609,37 @@ func TestFetchBinaryRedirectHidesPath(t *testing.T) {
 	_, err = c.fetchBinaries(context.Background(), st, true)
 	if !errors.Is(err, ErrServer) || strings.Contains(err.Error(), "MRN-4711") || !strings.Contains(err.Error(), "GET /fhir/Binary/[id]: the answer is text/html") {
 		t.Fatalf("err = %v; want ErrServer naming GET /fhir/Binary/[id], not the redirect's path", err)
+	}
+}
+
+// TestFetchBinaryTakesWhatImportTakes: with the default options, a Binary
+// as large as the store keeps (store.MaxBlobSize, 64 MiB) that the server
+// answers with its content is staged as a line custos import reads. Until
+// the review of h-docs the sync's line limit was 64 MiB, below the
+// content's base64 (about 85 MiB), so the sync refused a document that
+// `custos import` of the same export takes (fhirin.DefaultMaxLine, 96
+// MiB: a 64 MiB blob in base64 with the resource around it).
+func TestFetchBinaryTakesWhatImportTakes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates ~300 MB")
+	}
+	content := bytes.Repeat([]byte{0x25, 0x50, 0x44, 0x46}, store.MaxBlobSize/4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/pdf")
+		w.Write(content)
+	}))
+	t.Cleanup(srv.Close)
+	o := Options{Base: srv.URL + "/fhir", StateDir: t.TempDir(), Importer: ImporterFunc(nil), Recorder: nopRecorder{}}
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	base, _ := ParseBase(o.Base)
+	c := &client{o: &o, base: base, creds: &credentials{}}
+	line, err := c.fetchBinary(context.Background(), binaryRef{ID: "scan1", ContentType: "application/pdf"})
+	if err != nil {
+		t.Fatalf("fetchBinary of a %d-byte Binary: %v; want it staged, as custos import reads its line", len(content), err)
+	}
+	if len(line) > fhirin.DefaultMaxLine || len(line) <= 64<<20 {
+		t.Fatalf("the staged line is %d bytes; want more than 64 MiB (the case) and at most fhirin.DefaultMaxLine", len(line))
 	}
 }

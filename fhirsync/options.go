@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/custos-mcp/custos/fhirin"
 )
 
 // Importer loads a staging directory into the catalog, all or nothing.
@@ -83,7 +85,7 @@ const (
 	DefaultBaseDelay     = 500 * time.Millisecond
 	DefaultMaxDelay      = 30 * time.Second
 	DefaultPollTimeout   = time.Hour
-	DefaultMaxLine       = 64 << 20
+	DefaultMaxLine       = fhirin.DefaultMaxLine // what custos import reads: a 64 MiB blob in base64, with its resource
 	DefaultHeaderTimeout = time.Minute
 	DefaultBinaryFetches = 4
 )
