@@ -1214,6 +1214,13 @@ func TestManifestOutcomesAndPages(t *testing.T) {
 		{"output of type OperationOutcome with ids", "BulkDataManifestByTypeExample.json", infoIDs, nil, outcomeAsOutput, 1, ""},
 		{"output of type OperationOutcome with a warning, --type", "BulkDataManifestByTypeExample.json", info, []string{"Observation", "Patient"}, outcomeAsOutput, 1, ""},
 		{"output of type OperationOutcome with a fatal issue", "BulkDataManifestByTypeExample.json", fatal, nil, outcomeAsOutput, 0, `(code "exception")`},
+		// A full sync whose only output is the report: it got no
+		// resources (the report was counted as resources, and the import
+		// asked to retire everything the input does not hold).
+		{"only an output of type OperationOutcome", "BulkDataManifestByTypeExample.json", infoIDs, nil, func(srvURL string, m map[string]any) {
+			outcomeAsOutput(srvURL, m)
+			m["output"], m["deleted"] = m["output"].([]any)[3:], nil
+		}, 0, "a full sync got no resources"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := files(tc.outcome)
