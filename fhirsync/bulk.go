@@ -99,15 +99,26 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 		return bulkResult{}, err
 	}
 	// Errors, warnings and information of the export are in its error
-	// (2.0) or outcome (later editions) files: an error means an
-	// incomplete export, fetched before any output.
-	for _, e := range append(m.Error, m.Outcome...) {
+	// (2.0) or outcome (later editions) files, or in an output file of
+	// type OperationOutcome (a server listing its report as output: read
+	// as one, never staged as data, as custos import reads such a
+	// manifest): an error means an incomplete export, fetched before any
+	// output.
+	outcomes, output := slices.Concat(m.Error, m.Outcome), []fhirin.ManifestFile(nil)
+	for _, o := range m.Output {
+		if o.Type == "OperationOutcome" {
+			outcomes = append(outcomes, o)
+		} else {
+			output = append(output, o)
+		}
+	}
+	for _, e := range outcomes {
 		if err := fc.checkOutcomes(ctx, e.URL); err != nil {
 			return bulkResult{}, err
 		}
 	}
 	n := 0
-	for _, o := range m.Output {
+	for _, o := range output {
 		// The type is the server's text: named only if it is an R4
 		// resource type (one of the form of one, "JaneDoe", was quoted).
 		if !validType(o.Type) || !fhirin.IsResourceType(o.Type) {

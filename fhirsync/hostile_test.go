@@ -1148,6 +1148,14 @@ func hl7Manifest(t *testing.T, name, srvURL string, edit func(map[string]any)) [
 	return out
 }
 
+// outcomeAsOutput moves an HL7 example manifest's outcome file into its
+// output, as a file of type OperationOutcome.
+func outcomeAsOutput(_ string, m map[string]any) {
+	f := m["outcome"].([]any)[0].(map[string]any)
+	f["type"] = "OperationOutcome"
+	m["output"], m["outcome"] = append(m["output"].([]any), f), nil
+}
+
 // TestManifestOutcomesAndPages: the manifests of HL7's Bulk Data IG
 // examples. Its error (2.0) or outcome (later editions) files carry
 // "error, warning, and information messages": an error or fatal issue
@@ -1162,6 +1170,8 @@ func TestManifestOutcomesAndPages(t *testing.T) {
 	other := bytes.Replace(patient, []byte(`"id":"MRN-77441123"`), []byte(`"id":"MRN-2"`), 1)
 	info := `{"resourceType":"OperationOutcome","issue":[{"severity":"information","code":"informational","diagnostics":"export took 3 s"}]}` + "\n" +
 		`{"resourceType":"OperationOutcome","issue":[{"severity":"warning","code":"not-supported","diagnostics":"_typeFilter ignored"}]}` + "\n"
+	// info with ids, as a server serving its report as output may write it.
+	infoIDs := strings.Replace(strings.Replace(info, `{"resourceType":"OperationOutcome",`, `{"resourceType":"OperationOutcome","id":"oo-1",`, 1), `{"resourceType":"OperationOutcome","issue"`, `{"resourceType":"OperationOutcome","id":"oo-2","issue"`, 1)
 	fatal := `{"resourceType":"OperationOutcome","issue":[{"severity":"fatal","code":"exception","diagnostics":"Observation export for Evelyn Marsh failed"}]}` + "\n"
 	files := func(outcome string) map[string][]byte {
 		return map[string][]byte{
@@ -1195,6 +1205,22 @@ func TestManifestOutcomesAndPages(t *testing.T) {
 		// custos sync --type Patient: the server's Observations are not
 		// what was asked for (they were imported).
 		{"a type _type did not ask for", "BulkDataManifestByTypeExample.json", info, []string{"Patient"}, nil, 0, `output of type "Observation", which the export's _type did not ask for`},
+		// A server listing its error file as output (type
+		// OperationOutcome): read as an outcome file, never staged as data,
+		// as custos import reads such a manifest (fhirin's
+		// TestManifestOutcomeOutput). It failed the sync as "a resource
+		// without an id", or with --type as a type not asked for.
+		{"output of type OperationOutcome with a warning", "BulkDataManifestByTypeExample.json", info, nil, outcomeAsOutput, 1, ""},
+		{"output of type OperationOutcome with ids", "BulkDataManifestByTypeExample.json", infoIDs, nil, outcomeAsOutput, 1, ""},
+		{"output of type OperationOutcome with a warning, --type", "BulkDataManifestByTypeExample.json", info, []string{"Observation", "Patient"}, outcomeAsOutput, 1, ""},
+		{"output of type OperationOutcome with a fatal issue", "BulkDataManifestByTypeExample.json", fatal, nil, outcomeAsOutput, 0, `(code "exception")`},
+		// A full sync whose only output is the report: it got no
+		// resources (the report was counted as resources, and the import
+		// asked to retire everything the input does not hold).
+		{"only an output of type OperationOutcome", "BulkDataManifestByTypeExample.json", infoIDs, nil, func(srvURL string, m map[string]any) {
+			outcomeAsOutput(srvURL, m)
+			m["output"], m["deleted"] = m["output"].([]any)[3:], nil
+		}, 0, "a full sync got no resources"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := files(tc.outcome)
@@ -1220,8 +1246,8 @@ func TestManifestOutcomesAndPages(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || imp.lines["Patient"] != tc.patients || imp.lines["Observation"] != 1 || imp.deleted != 1 {
-				t.Fatalf("err %v, imported %v, deleted %d staged; want %d Patients, 1 Observation, 1 deletion", err, imp.lines, imp.deleted, tc.patients)
+			if err != nil || imp.lines["Patient"] != tc.patients || imp.lines["Observation"] != 1 || imp.deleted != 1 || imp.lines["OperationOutcome"] != 0 {
+				t.Fatalf("err %v, imported %v, deleted %d staged; want %d Patients, 1 Observation, 1 deletion, no OperationOutcome", err, imp.lines, imp.deleted, tc.patients)
 			}
 		})
 	}

@@ -148,9 +148,10 @@ const (
 	// renderer486663c is the rendering of 486663c to dedf758 (h-review48,
 	// 2026-12-06 20:22 to 2026-12-07 13:28): an AuditEvent's patient entity
 	// named the patient by identifier only, and the principal's agent had
-	// no name and no policy, so a FHIR server's patient, agent-name and
-	// policy searches found no event (searchable); and what
-	// rendererBf44145 lacks.
+	// no name, so a FHIR server's patient and agent-name searches found no
+	// event (searchable; agent.policy, which R4's policy search reads, is
+	// still left out: BALP prohibits it there); and what rendererBf44145
+	// lacks.
 	renderer486663c
 	// rendererCurrent is this version's rendering, since h-auditfhir.
 	rendererCurrent
