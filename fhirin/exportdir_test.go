@@ -128,7 +128,7 @@ func TestManifestOutcomeOutput(t *testing.T) {
 	for _, tc := range []struct{ name, outcome, wantErr string }{
 		{"warning", `{"resourceType":"OperationOutcome","id":"oo1","issue":[{"severity":"warning","code":"informational","diagnostics":"MRN 61840275"}]}`, ""},
 		{"error", `{"resourceType":"OperationOutcome","id":"oo2","issue":[{"severity":"error","code":"processing","diagnostics":"MRN 61840275"}]}`, "issue code processing"},
-		{"only outcomes", "", "no output"},
+		{"only outcomes", "", "no output file of data (an OperationOutcome output is the export's report)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			output := `{"type":"Patient","url":"Patient.ndjson"},{"type":"OperationOutcome","url":"OperationOutcome.ndjson"}`

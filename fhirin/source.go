@@ -315,6 +315,9 @@ func manifestSources(path string, complete bool) ([]source, error) {
 		}
 	}
 	if len(data) == 0 && len(m.Deleted) == 0 {
+		if len(m.Output) > 0 {
+			return nil, newError(name, "output", ErrManifest, "no output file of data (an OperationOutcome output is the export's report) and no deleted files")
+		}
 		return nil, newError(name, "output", ErrManifest, "no output and no deleted files")
 	}
 	var out []source
