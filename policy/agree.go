@@ -179,12 +179,9 @@ func batchAgrees(ctx context.Context, u *Engine) error {
 	var first string
 	differ, total := 0, 0
 	for _, p := range policyGrid(u.policies) {
-		batch, berr := u.DecideBatch(ctx, p.in, p.items)
-		if errors.Is(berr, context.DeadlineExceeded) && ctx.Err() == nil {
-			// Not a disagreement: the list rule is too slow to serve a
-			// page (every such page would be refused in service).
-			return fmt.Errorf("%w: decisions did not decide a list page of %d synthetic items by %s (roles %s) for purpose %q within the evaluation time-out (%s)",
-				ErrEvaluation, len(p.items), p.in.Principal.Sub, strings.Join(p.in.Principal.Roles, ","), p.in.PurposeOfUse, u.timeout)
+		batch, berrs, err := decideGridPage(ctx, u, p.in, p.items)
+		if err != nil {
+			return err
 		}
 		for i, it := range p.items {
 			if err := ctx.Err(); err != nil {
@@ -195,7 +192,7 @@ func batchAgrees(ctx context.Context, u *Engine) error {
 			d, derr := u.Decide(ctx, x)
 			total++
 			var diff string
-			switch {
+			switch berr := berrs[i]; {
 			case berr != nil && derr != nil:
 			case berr != nil:
 				diff = fmt.Sprintf("decisions fails the page (%v); decision %s", berr, describeDecision(d))
@@ -217,6 +214,54 @@ func batchAgrees(ctx context.Context, u *Engine) error {
 		return fmt.Errorf("%w: on %d of %d synthetic list items; the first: %s", ErrBatchDisagrees, differ, total, first)
 	}
 	return nil
+}
+
+// minGridSplit is the smallest page of the agreement grid that
+// decideGridPage still cuts in two when decisions does not decide it
+// within the evaluation time-out.
+const minGridSplit = 8
+
+// gridDecideBatch decides a page of the agreement grid; a variable only so
+// that a test can make a page time out.
+var gridDecideBatch = (*Engine).DecideBatch
+
+// decideGridPage decides a page of the agreement grid with u's decisions
+// rule: the decisions and, per item, the error of the evaluation that
+// decided it (the page's, or of the part it was in). A page that is not
+// decided within the evaluation time-out is decided again in two halves,
+// down to pages of minGridSplit items: the time-out bounds a served
+// page's evaluation, and a loaded machine (a CI run beside other builds)
+// exceeded it on a page of 256 items that an idle one decides in a few
+// tens of milliseconds, refusing the default policy at load. Each item is
+// still compared with its single decision, whatever page decided it. A
+// page of minGridSplit items or fewer that still times out is an error
+// (wrapping ErrEvaluation): the list rule is too slow to serve a page.
+func decideGridPage(ctx context.Context, u *Engine, in Input, items []Item) ([]Decision, []error, error) {
+	batch, berr := gridDecideBatch(u, ctx, in, items)
+	if !errors.Is(berr, context.DeadlineExceeded) || ctx.Err() != nil {
+		errs := make([]error, len(items))
+		for i := range errs {
+			errs[i] = berr
+		}
+		if berr != nil {
+			batch = make([]Decision, len(items))
+		}
+		return batch, errs, nil
+	}
+	if len(items) <= minGridSplit {
+		return nil, nil, fmt.Errorf("%w: decisions did not decide a list page of %d synthetic items by %s (roles %s) for purpose %q within the evaluation time-out (%s)",
+			ErrEvaluation, len(items), in.Principal.Sub, strings.Join(in.Principal.Roles, ","), in.PurposeOfUse, u.timeout)
+	}
+	half := len(items) / 2
+	d1, e1, err := decideGridPage(ctx, u, in, items[:half])
+	if err != nil {
+		return nil, nil, err
+	}
+	d2, e2, err := decideGridPage(ctx, u, in, items[half:])
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(d1, d2...), append(e1, e2...), nil
 }
 
 // maxGridStrings bounds the items policyStrings adds to each page of the

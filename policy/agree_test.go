@@ -485,3 +485,67 @@ decisions := [{"allow": true, "reasons": ["all"], "obligations": []} | some _ in
 		}
 	}
 }
+
+// TestGridPageTimingOutIsDecidedInParts: a page of the agreement grid that
+// decisions does not decide within the evaluation time-out is decided
+// again in halves (decideGridPage), so a loaded machine does not refuse
+// the default policy at load: a CI run beside other builds refused it
+// ("decisions did not decide a list page of 256 synthetic items ...
+// within the evaluation time-out (1s)", policy TestReloaderWarmsTheCandidate)
+// where an idle machine decides the page in tens of milliseconds. Every
+// item is still compared with its single decision (a disagreement is
+// found through the halves), and a page of minGridSplit items that still
+// times out is refused as too slow. The time-out is simulated by
+// gridDecideBatch: a real one depends on the machine's load.
+func TestGridPageTimingOutIsDecidedInParts(t *testing.T) {
+	old := gridDecideBatch
+	t.Cleanup(func() { gridDecideBatch = old })
+	var sizes []int
+	slowAbove := func(n int) func(*Engine, context.Context, Input, []Item) ([]Decision, error) {
+		return func(e *Engine, ctx context.Context, in Input, items []Item) ([]Decision, error) {
+			sizes = append(sizes, len(items))
+			if len(items) > n {
+				return nil, fmt.Errorf("policy: evaluation: %w", context.DeadlineExceeded)
+			}
+			return old(e, ctx, in, items)
+		}
+	}
+	files := defaultPolicyFiles(t)
+	e, err := Load(context.Background(), fstest.MapFS{"authz.rego": {Data: []byte(files["custos/authz.rego"])}}, Options{Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gridDecideBatch = slowAbove(32)
+	if err := CheckBatch(context.Background(), e); err != nil {
+		t.Fatalf("the default policy, pages of more than 32 items timing out: %v; want it decided in parts", err)
+	}
+	if !slices.Contains(sizes, 256) || slices.Max(sizes[1:]) > 256 || !slices.ContainsFunc(sizes, func(n int) bool { return n <= 32 }) {
+		t.Errorf("pages decided: %v; want pages of 256 cut down to 32 or fewer", sizes)
+	}
+	// A disagreement is still found through the halves.
+	const rule = `decision := resource_decision if input.action in {"list", "read"}`
+	p := strings.Replace(files["custos/authz.rego"], rule, `decision := resource_decision if {
+	input.action in {"list", "read"}
+	input.resource.type != "explanationofbenefit"
+}
+
+decision := {"allow": false, "reasons": ["eob_hold"], "obligations": []} if {
+	input.action in {"list", "read"}
+	input.resource.type == "explanationofbenefit"
+}`, 1)
+	gridDecideBatch = old
+	d, err := Load(context.Background(), fstest.MapFS{"authz.rego": {Data: []byte(p)}}, Options{Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gridDecideBatch = slowAbove(32)
+	if err := CheckBatch(context.Background(), d); !errors.Is(err, ErrBatchDisagrees) {
+		t.Fatalf("a disagreeing policy decided in parts: %v, want ErrBatchDisagrees", err)
+	}
+	// A page that times out however small is refused as too slow.
+	gridDecideBatch = slowAbove(0)
+	if err := CheckBatch(context.Background(), e); !errors.Is(err, ErrEvaluation) || errors.Is(err, ErrBatchDisagrees) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("a list page of %d synthetic items", minGridSplit)) {
+		t.Fatalf("every page timing out: %v, want ErrEvaluation naming a page of %d items", err, minGridSplit)
+	}
+}
