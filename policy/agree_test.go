@@ -419,20 +419,7 @@ else := {"allow": true, "reasons": [], "obligations": []}`,
 	// The default policy with a hold on a biller's EOBs added to decision
 	// only.
 	files := defaultPolicyFiles(t)
-	const rule = `decision := resource_decision if input.action in {"list", "read"}`
-	p := files["custos/authz.rego"]
-	if !strings.Contains(p, rule) {
-		t.Fatalf("the default policy no longer has %q", rule)
-	}
-	p = strings.Replace(p, rule, `decision := resource_decision if {
-	input.action in {"list", "read"}
-	input.resource.type != "explanationofbenefit"
-}
-
-decision := {"allow": false, "reasons": ["eob_hold"], "obligations": []} if {
-	input.action in {"list", "read"}
-	input.resource.type == "explanationofbenefit"
-}`, 1)
+	p := eobHoldInDecisionOnly(t, files["custos/authz.rego"])
 	e, err := Load(context.Background(), fstest.MapFS{"authz.rego": {Data: []byte(p)}}, Options{Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
@@ -523,16 +510,7 @@ func TestGridPageTimingOutIsDecidedInParts(t *testing.T) {
 		t.Errorf("pages decided: %v; want pages of 256 cut down to 32 or fewer", sizes)
 	}
 	// A disagreement is still found through the halves.
-	const rule = `decision := resource_decision if input.action in {"list", "read"}`
-	p := strings.Replace(files["custos/authz.rego"], rule, `decision := resource_decision if {
-	input.action in {"list", "read"}
-	input.resource.type != "explanationofbenefit"
-}
-
-decision := {"allow": false, "reasons": ["eob_hold"], "obligations": []} if {
-	input.action in {"list", "read"}
-	input.resource.type == "explanationofbenefit"
-}`, 1)
+	p := eobHoldInDecisionOnly(t, files["custos/authz.rego"])
 	gridDecideBatch = old
 	d, err := Load(context.Background(), fstest.MapFS{"authz.rego": {Data: []byte(p)}}, Options{Timeout: testTimeout})
 	if err != nil {
@@ -548,4 +526,23 @@ decision := {"allow": false, "reasons": ["eob_hold"], "obligations": []} if {
 		!strings.Contains(err.Error(), fmt.Sprintf("a list page of %d synthetic items", minGridSplit)) {
 		t.Fatalf("every page timing out: %v, want ErrEvaluation naming a page of %d items", err, minGridSplit)
 	}
+}
+
+// eobHoldInDecisionOnly is the default policy p with a hold on a biller's
+// EOBs added to decision only, so that decisions disagrees with it.
+func eobHoldInDecisionOnly(t *testing.T, p string) string {
+	t.Helper()
+	const rule = `decision := resource_decision if input.action in {"list", "read"}`
+	if !strings.Contains(p, rule) {
+		t.Fatalf("the default policy no longer has %q", rule)
+	}
+	return strings.Replace(p, rule, `decision := resource_decision if {
+	input.action in {"list", "read"}
+	input.resource.type != "explanationofbenefit"
+}
+
+decision := {"allow": false, "reasons": ["eob_hold"], "obligations": []} if {
+	input.action in {"list", "read"}
+	input.resource.type == "explanationofbenefit"
+}`, 1)
 }
