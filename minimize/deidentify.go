@@ -77,7 +77,9 @@ import (
 //	                                     form (codeSyntax) or, for HL7's and
 //	                                     FHIR's code systems, one of its
 //	                                     codes (fhirSystemCodes); LOINC,
-//	                                     SNOMED CT, ISO 3166: codeChecks;
+//	                                     SNOMED CT, ISO 3166, CDC Race &
+//	                                     Ethnicity, genomics reporting's
+//	                                     TBD codes: codeChecks;
 //	                                     display and version dropped
 //	Quantity and its kinds               value, comparator, unit kept; system
 //	                                     and code only for UCUM and ISO 4217;
@@ -181,7 +183,28 @@ var terminologySystems = map[string]bool{
 	"urn:iso:std:iso:4217":                         true,
 	"http://dicom.nema.org/resources/ontology/DCM": true, // DICOM: modalities, SOP classes
 	"http://www.radlex.org":                        true, // RadLex
+	// Oncology, genomics and pharmacy research (R4 terminologies-systems
+	// and THO's NamingSystems name these URIs): NCI Thesaurus, HGNC, the
+	// Sequence Ontology, WHO's ATC, CDC Race & Ethnicity, and the TBD
+	// codes of HL7's genomics reporting guide (which mCODE uses). ICD-O-3
+	// is THO's (http://terminology.hl7.org/CodeSystem/icd-o-3), judged by
+	// its form (codeSyntax) where THO's other code systems are judged by
+	// their codes (fhirSystemCodes).
+	ncitSystem:                        true,
+	"http://www.genenames.org":        true,
+	"http://www.sequenceontology.org": true,
+	"http://www.whocc.no/atc":         true,
+	cdcRaceSystem:                     true,
+	genomicsTBDSystem:                 true,
 }
+
+// The URIs of the research terminologies checked by name (codeChecks).
+const (
+	ncitSystem        = "http://ncicb.nci.nih.gov/xml/owl/EVS/Thesaurus.owl"
+	cdcRaceSystem     = "urn:oid:2.16.840.1.113883.6.238"
+	genomicsTBDSystem = "http://hl7.org/fhir/uv/genomics-reporting/CodeSystem/tbd-codes-cs"
+	icdO3System       = "http://terminology.hl7.org/CodeSystem/icd-o-3"
+)
 
 // codeSyntax is the form of the codes of the public terminologies whose
 // codes have one (lenient: a short number passes where the terminology's
@@ -205,6 +228,33 @@ var codeSyntax = map[string]*regexp.Regexp{
 	"urn:ietf:bcp:47":                              languageTag,
 	"urn:iso:std:iso:3166":                         regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3}|[A-Z]{2}-[A-Z0-9]{1,3})$`),
 	"urn:iso:std:iso:4217":                         regexp.MustCompile(`^(?:[A-Z]{3}|[0-9]{3})$`),
+	// NCI Thesaurus: "C" and a concept number without leading zero
+	// ("C2991", a Binet stage "C141207"); NCIt's numbers are below
+	// 1,000,000, so at most six digits: never an SSN's nine nor an MRN's
+	// eight.
+	ncitSystem: regexp.MustCompile(`^C[1-9][0-9]{0,5}$`),
+	// HGNC: the HGNC ID, "HGNC:" and a number ("HGNC:1100", BRCA1); HGNC's
+	// numbers are below 100,000. A bare number ("1100", which mCODE's
+	// examples write too) is not HGNC's form: a ZIP code or an MRN is one.
+	"http://www.genenames.org": regexp.MustCompile(`^HGNC:[1-9][0-9]{0,4}$`),
+	// The Sequence Ontology: OBO's "SO:" and seven digits ("SO:0001583",
+	// missense_variant; "SO:1000044"); SO's ids are numbered from
+	// 0000000, 1000000, 2000000 and 3000000 and stay below 10,000 in each
+	// series, so "SO:5550145", a local telephone number, is not one.
+	"http://www.sequenceontology.org": regexp.MustCompile(`^SO:[0-3]00[0-9]{4}$`),
+	// WHO's ATC: an anatomical main group (one of its 14 letters), then a
+	// therapeutic subgroup of two digits, two subgroups of one letter
+	// each and a substance of two digits, each level the one before it
+	// and more ("L", "L01", "L01X", "L01XC", "L01XC03"): no run of more
+	// than two digits, no word.
+	"http://www.whocc.no/atc": regexp.MustCompile(`^[ABCDGHJLMNPRSV](?:[0-9]{2}(?:[A-Z](?:[A-Z](?:[0-9]{2})?)?)?)?$`),
+	// ICD-O-3: a morphology code of four digits from 8000 and its
+	// behaviour (0, 1, 2, 3, 6, 9: "8140/3", adenocarcinoma), or a
+	// topography code C00-C80 with its subsite ("C50.9", "C509").
+	icdO3System: regexp.MustCompile(`^(?:[89][0-9]{3}/[012369]|C(?:[0-7][0-9]|80)\.?[0-9]?)$`),
+	// CDC Race & Ethnicity: four digits, a dash, LOINC's mod-10 check
+	// digit ("2106-3"); codeChecks keeps only CDC's codes.
+	cdcRaceSystem: regexp.MustCompile(`^[12][0-9]{3}-[0-9]$`),
 }
 
 // codeChecks are the checks beyond codeSyntax that a code of these
@@ -232,8 +282,14 @@ var codeSyntax = map[string]*regexp.Regexp{
 //     subdivision; a coding of Pitcairn ("PN") or of the City of London
 //     ("GB-LND") as a country of residence or a place travelled to names
 //     an area smaller than a state, as its address would.
+//   - CDC Race & Ethnicity: one of its codes (cdcRaceCodes), so that a
+//     year and month ("1931-5") is not taken for one.
+//   - The genomics reporting guide's TBD codes: one of its codes
+//     (genomicsTBDCodes); they are words, and a name fits a word.
 var codeChecks = map[string]func(string) bool{
 	"http://loinc.org":          loincCode,
+	cdcRaceSystem:               func(c string) bool { return cdcRaceCodes[c] },
+	genomicsTBDSystem:           func(c string) bool { return genomicsTBDCodes[c] },
 	"http://snomed.info/sct":    snomedConceptID,
 	"http://unitsofmeasure.org": func(c string) bool { return !datedText(c) && !unitIdentifier(c) && plainAnnotations(c) && ucumUnit(c) },
 	"urn:ietf:bcp:47":           func(c string) bool { return !smallRegion(c) },
@@ -245,6 +301,26 @@ var codeChecks = map[string]func(string) bool{
 		return countryCode(c)
 	},
 }
+
+// cdcRaceCodes are the codes of CDC's Race & Ethnicity Code Set
+// (urn:oid:2.16.840.1.113883.6.238): R4 lists them as HL7's v3-Race and
+// v3-Ethnicity, which are that code set under THO's URIs
+// (fhircodes_gen.go).
+var cdcRaceCodes = func() map[string]bool {
+	m := setOf(fhirCodeSystemCodes["http://terminology.hl7.org/CodeSystem/v3-Race"]...)
+	maps.Copy(m, setOf(fhirCodeSystemCodes["http://terminology.hl7.org/CodeSystem/v3-Ethnicity"]...))
+	return m
+}()
+
+// genomicsTBDCodes are the codes of the "To Be Determined Codes" of HL7's
+// genomics reporting guide (genomics-reporting input/fsh/CGCodeSystem.fsh,
+// TbdCodesCS, the versions mCODE 4.0.0's examples use), which mCODE codes
+// its genomic observations' kinds with until LOINC has codes for them.
+var genomicsTBDCodes = setOf("grouper", "predicted-therapeutic-implication", "prognostic-implication",
+	"associated-therapy", "region-coverage", "molecular-consequence", "feature-consequence",
+	"exact-start-end", "inner-start-end", "outer-start-end", "variant-inheritance",
+	"diagnostic-implication", "therapeutic-implication", "uncallable-regions", "functional-effect",
+	"conclusion-string", "condition-inheritance")
 
 // loincCode reports whether s, of LOINC's form (codeSyntax), is a LOINC
 // code with its check digit (LOINC's mod 10: every other digit from the
@@ -423,6 +499,7 @@ var systemAliases = func() map[string]string {
 	for _, uri := range []string{"http://loinc.org", "http://snomed.info/sct", "http://unitsofmeasure.org"} {
 		m["https"+strings.TrimPrefix(uri, "http")] = uri
 	}
+	m["http://www.sequenceontology.org/"] = "http://www.sequenceontology.org" // as mCODE's examples write it
 	return m
 }()
 
@@ -1400,8 +1477,8 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 	if check := codeChecks[sys]; check != nil && !check(c) {
 		return nil, false // see codeChecks
 	}
-	if (hl7CodeSystem.MatchString(sys) || fhirCodeSystem.MatchString(sys)) && !fhirSystemCodes[sys][c] {
-		return nil, false // see fhirSystemCodes
+	if (hl7CodeSystem.MatchString(sys) || fhirCodeSystem.MatchString(sys)) && codeSyntax[sys] == nil && !fhirSystemCodes[sys][c] {
+		return nil, false // see fhirSystemCodes; ICD-O-3, THO's, by its form (codeSyntax)
 	}
 	out, ok := d.object(m, "Coding")
 	if !ok || out["code"] == nil {

@@ -597,6 +597,9 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"unknown element, id, meta, text, identifier dropped",
 			`{"resourceType":"Patient","id":"MRN1","meta":{"source":"x"},"text":{"status":"generated","div":"<div>x</div>"},"identifier":[{"value":"1"}],"nickname":"Janey","gender":"female"}`,
 			`{"gender":"female","resourceType":"Patient"}`},
+		{"a genomic finding as mCODE codes it keeps its codes of the genomics reporting guide, HGNC, the Sequence Ontology and NCI Thesaurus (dropped until h-terms); a gene as a bare number, a variant in HGVS dropped",
+			`{"resourceType":"Observation","status":"final","subject":{"reference":"Patient/p"},"code":{"coding":[{"system":"http://hl7.org/fhir/uv/genomics-reporting/CodeSystem/tbd-codes-cs","code":"diagnostic-implication","display":"Diagnostic Implication"}]},"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"48018-6"}]},"valueCodeableConcept":{"coding":[{"system":"http://www.genenames.org","code":"HGNC:950","display":"BAP1"},{"system":"http://www.genenames.org","code":"950"}]}},{"code":{"coding":[{"system":"http://hl7.org/fhir/uv/genomics-reporting/CodeSystem/tbd-codes-cs","code":"functional-effect"}]},"valueCodeableConcept":{"coding":[{"system":"http://www.sequenceontology.org/","code":"SO:0002054"}]}},{"code":{"coding":[{"system":"http://loinc.org","code":"48004-6"}]},"valueCodeableConcept":{"coding":[{"system":"http://varnomen.hgvs.org","code":"NM_004656.4:c.1768C>T"}]}},{"code":{"coding":[{"system":"http://loinc.org","code":"21908-9"}]},"valueCodeableConcept":{"coding":[{"system":"http://ncicb.nci.nih.gov/xml/owl/EVS/Thesaurus.owl","code":"C141207"},{"system":"http://terminology.hl7.org/CodeSystem/icd-o-3","code":"8140/3"}]}}]}`,
+			`{"code":{"coding":[{"code":"diagnostic-implication","system":"http://hl7.org/fhir/uv/genomics-reporting/CodeSystem/tbd-codes-cs"}]},"component":[{"code":{"coding":[{"code":"48018-6","system":"http://loinc.org"}]},"valueCodeableConcept":{"coding":[{"code":"HGNC:950","system":"http://www.genenames.org"}]}},{"code":{"coding":[{"code":"functional-effect","system":"http://hl7.org/fhir/uv/genomics-reporting/CodeSystem/tbd-codes-cs"}]},"valueCodeableConcept":{"coding":[{"code":"SO:0002054","system":"http://www.sequenceontology.org"}]}},{"code":{"coding":[{"code":"48004-6","system":"http://loinc.org"}]}},{"code":{"coding":[{"code":"21908-9","system":"http://loinc.org"}]},"valueCodeableConcept":{"coding":[{"code":"C141207","system":"http://ncicb.nci.nih.gov/xml/owl/EVS/Thesaurus.owl"},{"code":"8140/3","system":"http://terminology.hl7.org/CodeSystem/icd-o-3"}]}}],"resourceType":"Observation","status":"final","subject":{"reference":"Patient/517ad53f-7745-6881-16ef-28eba30de765"}}`},
 	}
 }
 
@@ -663,6 +666,9 @@ func FuzzDeidentify(f *testing.F) {
 		f.Add(r.Raw)
 	}
 	f.Add([]byte(`{"resourceType":"Patient","contained":[{"resourceType":"Patient","id":"x"}],"link":[{"other":{"reference":"#x"}}]}`))
+	for _, tc := range deidentifyRuleCases() {
+		f.Add([]byte(tc.in)) // the terminologies and quantities of the rules, the research ones among them
+	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		out, err := minimize.Apply("application/fhir+json", doc, safeHarbor, minimize.Options{Now: deidNow, Alias: testAlias})
 		if err != nil {
