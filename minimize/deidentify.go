@@ -82,7 +82,9 @@ import (
 //	                                     TBD codes: codeChecks;
 //	                                     display and version dropped
 //	Quantity and its kinds               value, comparator, unit kept; system
-//	                                     and code only for UCUM and ISO 4217;
+//	                                     and code only for UCUM and ISO 4217
+//	                                     and, in a Quantity, a code of HL7's
+//	                                     code systems (fhirQuantityCode);
 //	                                     an age over 89 is dropped: an Age, a
 //	                                     quantity in a unit of time, a value
 //	                                     in an age element or age Observation;
@@ -534,7 +536,8 @@ const fhirIdentifierRoot = "http://hl7.org/fhir/sid"
 // carry a path of values.
 var hl7CodeSystem = regexp.MustCompile(`^` + regexp.QuoteMeta(terminologyPrefix) + `[A-Za-z0-9][A-Za-z0-9\-.]{0,63}$`)
 
-// quantitySystems are the Quantity.system values kept (with the code).
+// quantitySystems are the Quantity.system values kept (with the code),
+// beside HL7's and FHIR's own code systems (fhirQuantityCode).
 var quantitySystems = map[string]bool{"http://unitsofmeasure.org": true, "urn:iso:std:iso:4217": true}
 
 // keptStrings are the string elements the walk keeps (scrubbed), by
@@ -1504,7 +1507,8 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 }
 
 // quantity keeps value, comparator and unit, and system and code only for
-// UCUM and ISO 4217 (FHIR qty-3: a code needs its system). An age over 89
+// UCUM and ISO 4217, or a code of HL7's and FHIR's code systems
+// (fhirQuantityCode) (FHIR qty-3: a code needs its system). An age over 89
 // is dropped (Safe Harbor aggregates ages over 89): an Age, any quantity
 // in a unit of time (UCUM's, or a unit text such as "years"), and any
 // quantity where the walk is inside an age (ageCtx: taken in years when
@@ -1555,7 +1559,9 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if u, _ := out["unit"].(string); smallCurrencies[strings.ToUpper(u)] {
 		delete(out, "unit")
 	}
-	if quantitySystems[sys] && out["code"] != nil {
+	if c, _ := m["code"].(string); fhirQuantityCode(typ, sys, c) {
+		out["code"], out["system"] = c, sys // see fhirQuantityCode
+	} else if quantitySystems[sys] && out["code"] != nil {
 		out["system"] = sys
 	} else {
 		delete(out, "code")
@@ -1617,12 +1623,31 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 // medrx0303's 4 "TAB", code TAB), and nameCaseText's unit written as a
 // name is beside it the dose form it says, as beside a UCUM code that says
 // it (unitAgrees). Until h-deid15 only a UCUM code counted, and 4 "Cap"
-// beside the code CAP was dropped with its number. The code itself is not
-// released (quantitySystems). A code the code system does not list
-// (MedicationDispense meddisp0301's "Vial") says nothing.
+// beside the code CAP was dropped with its number. The code itself is
+// released with its system since h-terms (fhirQuantityCode). A code the
+// code system does not list (MedicationDispense meddisp0301's "Vial")
+// says nothing.
 func doseFormCode(u, sys string, code any) bool {
 	c, _ := code.(string)
 	return sys == orderableDrugForm && fhirSystemCodes[sys][c] && strings.EqualFold(u, c)
+}
+
+// fhirQuantityCode reports whether code c of system sys, in a quantity of
+// type typ, is kept with its system: a code of HL7's or FHIR's own code
+// systems that R4 lists (fhirSystemCodes), as a coding of those systems
+// is kept, in a Quantity or SimpleQuantity (R4 gives the other kinds,
+// Age, Count, Distance, Duration, UCUM alone: age-1, cnt-3, dis-1,
+// drt-1). HL7's examples give doses and dispensed quantities so
+// (MedicationRequest medrx0303's 4 TAB of v3-orderableDrugForm); the unit
+// checks before it (unitSymbol, capitalInitials, ...) tell a UCUM code
+// from a name, and a closed list of words needs none of them. Until
+// h-terms such a code was dropped, and the quantity with it when it had
+// no unit text (a tablet's strength coded TAB: "2 mg per [masked]"). A
+// code the list lacks stays dropped: Medication med0304's "Tab" (the
+// code system is case-sensitive, its code is TAB).
+func fhirQuantityCode(typ, sys, c string) bool {
+	return (typ == "Quantity" || typ == "SimpleQuantity") &&
+		(hl7CodeSystem.MatchString(sys) || fhirCodeSystem.MatchString(sys)) && fhirSystemCodes[sys][c] && !identifierDigits.MatchString(c)
 }
 
 // orderableDrugForm is HL7's code system of dose forms (doseFormCode).
