@@ -77,10 +77,14 @@ import (
 //	                                     form (codeSyntax) or, for HL7's and
 //	                                     FHIR's code systems, one of its
 //	                                     codes (fhirSystemCodes); LOINC,
-//	                                     SNOMED CT, ISO 3166: codeChecks;
+//	                                     SNOMED CT, ISO 3166, CDC Race &
+//	                                     Ethnicity, genomics reporting's
+//	                                     TBD codes: codeChecks;
 //	                                     display and version dropped
 //	Quantity and its kinds               value, comparator, unit kept; system
-//	                                     and code only for UCUM and ISO 4217;
+//	                                     and code only for UCUM and ISO 4217
+//	                                     and, in a Quantity, a code of HL7's
+//	                                     code systems (fhirQuantityCode);
 //	                                     an age over 89 is dropped: an Age, a
 //	                                     quantity in a unit of time, a value
 //	                                     in an age element or age Observation;
@@ -181,7 +185,28 @@ var terminologySystems = map[string]bool{
 	"urn:iso:std:iso:4217":                         true,
 	"http://dicom.nema.org/resources/ontology/DCM": true, // DICOM: modalities, SOP classes
 	"http://www.radlex.org":                        true, // RadLex
+	// Oncology, genomics and pharmacy research (R4 terminologies-systems
+	// and THO's NamingSystems name these URIs): NCI Thesaurus, HGNC, the
+	// Sequence Ontology, WHO's ATC, CDC Race & Ethnicity, and the TBD
+	// codes of HL7's genomics reporting guide (which mCODE uses). ICD-O-3
+	// is THO's (http://terminology.hl7.org/CodeSystem/icd-o-3), judged by
+	// its form (codeSyntax) where THO's other code systems are judged by
+	// their codes (fhirSystemCodes).
+	ncitSystem:                        true,
+	"http://www.genenames.org":        true,
+	"http://www.sequenceontology.org": true,
+	"http://www.whocc.no/atc":         true,
+	cdcRaceSystem:                     true,
+	genomicsTBDSystem:                 true,
 }
+
+// The URIs of the research terminologies checked by name (codeChecks).
+const (
+	ncitSystem        = "http://ncicb.nci.nih.gov/xml/owl/EVS/Thesaurus.owl"
+	cdcRaceSystem     = "urn:oid:2.16.840.1.113883.6.238"
+	genomicsTBDSystem = "http://hl7.org/fhir/uv/genomics-reporting/CodeSystem/tbd-codes-cs"
+	icdO3System       = "http://terminology.hl7.org/CodeSystem/icd-o-3"
+)
 
 // codeSyntax is the form of the codes of the public terminologies whose
 // codes have one (lenient: a short number passes where the terminology's
@@ -205,6 +230,33 @@ var codeSyntax = map[string]*regexp.Regexp{
 	"urn:ietf:bcp:47":                              languageTag,
 	"urn:iso:std:iso:3166":                         regexp.MustCompile(`^(?:[A-Z]{2,3}|[0-9]{3}|[A-Z]{2}-[A-Z0-9]{1,3})$`),
 	"urn:iso:std:iso:4217":                         regexp.MustCompile(`^(?:[A-Z]{3}|[0-9]{3})$`),
+	// NCI Thesaurus: "C" and a concept number without leading zero
+	// ("C2991", a Binet stage "C141207"); NCIt's numbers are below
+	// 1,000,000, so at most six digits: never an SSN's nine nor an MRN's
+	// eight.
+	ncitSystem: regexp.MustCompile(`^C[1-9][0-9]{0,5}$`),
+	// HGNC: the HGNC ID, "HGNC:" and a number ("HGNC:1100", BRCA1); HGNC's
+	// numbers are below 100,000. A bare number ("1100", which mCODE's
+	// examples write too) is not HGNC's form: a ZIP code or an MRN is one.
+	"http://www.genenames.org": regexp.MustCompile(`^HGNC:[1-9][0-9]{0,4}$`),
+	// The Sequence Ontology: OBO's "SO:" and seven digits ("SO:0001583",
+	// missense_variant; "SO:1000044"); SO's ids are numbered from
+	// 0000000, 1000000, 2000000 and 3000000 and stay below 10,000 in each
+	// series, so "SO:5550145", a local telephone number, is not one.
+	"http://www.sequenceontology.org": regexp.MustCompile(`^SO:[0-3]00[0-9]{4}$`),
+	// WHO's ATC: an anatomical main group (one of its 14 letters), then a
+	// therapeutic subgroup of two digits, two subgroups of one letter
+	// each and a substance of two digits, each level the one before it
+	// and more ("L", "L01", "L01X", "L01XC", "L01XC03"): no run of more
+	// than two digits, no word.
+	"http://www.whocc.no/atc": regexp.MustCompile(`^[ABCDGHJLMNPRSV](?:[0-9]{2}(?:[A-Z](?:[A-Z](?:[0-9]{2})?)?)?)?$`),
+	// ICD-O-3: a morphology code of four digits from 8000 and its
+	// behaviour (0, 1, 2, 3, 6, 9: "8140/3", adenocarcinoma), or a
+	// topography code C00-C80 with its subsite ("C50.9", "C509").
+	icdO3System: regexp.MustCompile(`^(?:[89][0-9]{3}/[012369]|C(?:[0-7][0-9]|80)\.?[0-9]?)$`),
+	// CDC Race & Ethnicity: four digits, a dash, LOINC's mod-10 check
+	// digit ("2106-3"); codeChecks keeps only CDC's codes.
+	cdcRaceSystem: regexp.MustCompile(`^[12][0-9]{3}-[0-9]$`),
 }
 
 // codeChecks are the checks beyond codeSyntax that a code of these
@@ -232,8 +284,14 @@ var codeSyntax = map[string]*regexp.Regexp{
 //     subdivision; a coding of Pitcairn ("PN") or of the City of London
 //     ("GB-LND") as a country of residence or a place travelled to names
 //     an area smaller than a state, as its address would.
+//   - CDC Race & Ethnicity: one of its codes (cdcRaceCodes), so that a
+//     year and month ("1931-5") is not taken for one.
+//   - The genomics reporting guide's TBD codes: one of its codes
+//     (genomicsTBDCodes); they are words, and a name fits a word.
 var codeChecks = map[string]func(string) bool{
 	"http://loinc.org":          loincCode,
+	cdcRaceSystem:               func(c string) bool { return cdcRaceCodes[c] },
+	genomicsTBDSystem:           func(c string) bool { return genomicsTBDCodes[c] },
 	"http://snomed.info/sct":    snomedConceptID,
 	"http://unitsofmeasure.org": func(c string) bool { return !datedText(c) && !unitIdentifier(c) && plainAnnotations(c) && ucumUnit(c) },
 	"urn:ietf:bcp:47":           func(c string) bool { return !smallRegion(c) },
@@ -245,6 +303,26 @@ var codeChecks = map[string]func(string) bool{
 		return countryCode(c)
 	},
 }
+
+// cdcRaceCodes are the codes of CDC's Race & Ethnicity Code Set
+// (urn:oid:2.16.840.1.113883.6.238): R4 lists them as HL7's v3-Race and
+// v3-Ethnicity, which are that code set under THO's URIs
+// (fhircodes_gen.go).
+var cdcRaceCodes = func() map[string]bool {
+	m := setOf(fhirCodeSystemCodes["http://terminology.hl7.org/CodeSystem/v3-Race"]...)
+	maps.Copy(m, setOf(fhirCodeSystemCodes["http://terminology.hl7.org/CodeSystem/v3-Ethnicity"]...))
+	return m
+}()
+
+// genomicsTBDCodes are the codes of the "To Be Determined Codes" of HL7's
+// genomics reporting guide (genomics-reporting input/fsh/CGCodeSystem.fsh,
+// TbdCodesCS, the versions mCODE 4.0.0's examples use), which mCODE codes
+// its genomic observations' kinds with until LOINC has codes for them.
+var genomicsTBDCodes = setOf("grouper", "predicted-therapeutic-implication", "prognostic-implication",
+	"associated-therapy", "region-coverage", "molecular-consequence", "feature-consequence",
+	"exact-start-end", "inner-start-end", "outer-start-end", "variant-inheritance",
+	"diagnostic-implication", "therapeutic-implication", "uncallable-regions", "functional-effect",
+	"conclusion-string", "condition-inheritance")
 
 // loincCode reports whether s, of LOINC's form (codeSyntax), is a LOINC
 // code with its check digit (LOINC's mod 10: every other digit from the
@@ -423,6 +501,7 @@ var systemAliases = func() map[string]string {
 	for _, uri := range []string{"http://loinc.org", "http://snomed.info/sct", "http://unitsofmeasure.org"} {
 		m["https"+strings.TrimPrefix(uri, "http")] = uri
 	}
+	m["http://www.sequenceontology.org/"] = "http://www.sequenceontology.org" // as mCODE's examples write it
 	return m
 }()
 
@@ -457,7 +536,8 @@ const fhirIdentifierRoot = "http://hl7.org/fhir/sid"
 // carry a path of values.
 var hl7CodeSystem = regexp.MustCompile(`^` + regexp.QuoteMeta(terminologyPrefix) + `[A-Za-z0-9][A-Za-z0-9\-.]{0,63}$`)
 
-// quantitySystems are the Quantity.system values kept (with the code).
+// quantitySystems are the Quantity.system values kept (with the code),
+// beside HL7's and FHIR's own code systems (fhirQuantityCode).
 var quantitySystems = map[string]bool{"http://unitsofmeasure.org": true, "urn:iso:std:iso:4217": true}
 
 // keptStrings are the string elements the walk keeps (scrubbed), by
@@ -1400,8 +1480,8 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 	if check := codeChecks[sys]; check != nil && !check(c) {
 		return nil, false // see codeChecks
 	}
-	if (hl7CodeSystem.MatchString(sys) || fhirCodeSystem.MatchString(sys)) && !fhirSystemCodes[sys][c] {
-		return nil, false // see fhirSystemCodes
+	if (hl7CodeSystem.MatchString(sys) || fhirCodeSystem.MatchString(sys)) && codeSyntax[sys] == nil && !fhirSystemCodes[sys][c] {
+		return nil, false // see fhirSystemCodes; ICD-O-3, THO's, by its form (codeSyntax)
 	}
 	out, ok := d.object(m, "Coding")
 	if !ok || out["code"] == nil {
@@ -1427,7 +1507,8 @@ func (d *deid) coding(m map[string]any) (map[string]any, bool) {
 }
 
 // quantity keeps value, comparator and unit, and system and code only for
-// UCUM and ISO 4217 (FHIR qty-3: a code needs its system). An age over 89
+// UCUM and ISO 4217, or a code of HL7's and FHIR's code systems
+// (fhirQuantityCode) (FHIR qty-3: a code needs its system). An age over 89
 // is dropped (Safe Harbor aggregates ages over 89): an Age, any quantity
 // in a unit of time (UCUM's, or a unit text such as "years"), and any
 // quantity where the walk is inside an age (ageCtx: taken in years when
@@ -1478,7 +1559,9 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if u, _ := out["unit"].(string); smallCurrencies[strings.ToUpper(u)] {
 		delete(out, "unit")
 	}
-	if quantitySystems[sys] && out["code"] != nil {
+	if c, _ := m["code"].(string); fhirQuantityCode(typ, sys, c) {
+		out["code"], out["system"] = c, sys // see fhirQuantityCode
+	} else if quantitySystems[sys] && out["code"] != nil {
 		out["system"] = sys
 	} else {
 		delete(out, "code")
@@ -1540,12 +1623,31 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 // medrx0303's 4 "TAB", code TAB), and nameCaseText's unit written as a
 // name is beside it the dose form it says, as beside a UCUM code that says
 // it (unitAgrees). Until h-deid15 only a UCUM code counted, and 4 "Cap"
-// beside the code CAP was dropped with its number. The code itself is not
-// released (quantitySystems). A code the code system does not list
-// (MedicationDispense meddisp0301's "Vial") says nothing.
+// beside the code CAP was dropped with its number. The code itself is
+// released with its system since h-terms (fhirQuantityCode). A code the
+// code system does not list (MedicationDispense meddisp0301's "Vial")
+// says nothing.
 func doseFormCode(u, sys string, code any) bool {
 	c, _ := code.(string)
 	return sys == orderableDrugForm && fhirSystemCodes[sys][c] && strings.EqualFold(u, c)
+}
+
+// fhirQuantityCode reports whether code c of system sys, in a quantity of
+// type typ, is kept with its system: a code of HL7's or FHIR's own code
+// systems that R4 lists (fhirSystemCodes), as a coding of those systems
+// is kept, in a Quantity or SimpleQuantity (R4 gives the other kinds,
+// Age, Count, Distance, Duration, UCUM alone: age-1, cnt-3, dis-1,
+// drt-1). HL7's examples give doses and dispensed quantities so
+// (MedicationRequest medrx0303's 4 TAB of v3-orderableDrugForm); the unit
+// checks before it (unitSymbol, capitalInitials, ...) tell a UCUM code
+// from a name, and a closed list of words needs none of them. Until
+// h-terms such a code was dropped, and the quantity with it when it had
+// no unit text (a tablet's strength coded TAB: "2 mg per [masked]"). A
+// code the list lacks stays dropped: Medication med0304's "Tab" (the
+// code system is case-sensitive, its code is TAB).
+func fhirQuantityCode(typ, sys, c string) bool {
+	return (typ == "Quantity" || typ == "SimpleQuantity") &&
+		(hl7CodeSystem.MatchString(sys) || fhirCodeSystem.MatchString(sys)) && fhirSystemCodes[sys][c] && !identifierDigits.MatchString(c)
 }
 
 // orderableDrugForm is HL7's code system of dose forms (doseFormCode).

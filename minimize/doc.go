@@ -58,11 +58,18 @@
 //     media type it knows, currency); free text,
 //     narrative, notes, identifiers, names, contact points, attachments,
 //     URIs and extensions not on [AllowedExtensions] are dropped; codings
-//     are kept only for public terminologies, with a code of the
-//     terminology's form (of HL7's and FHIR's own code systems: one of
-//     their codes; of LOINC and SNOMED CT: with their check digits; of
-//     ISO 3166: a code an address keeps; of BCP-47: language, script
-//     and region only);
+//     are kept only for public terminologies (terminologySystems:
+//     LOINC, SNOMED CT, ICD, RxNorm, CVX, NDC, CPT, NUCC, UCUM, BCP-47,
+//     ISO 3166 and 4217, DICOM, RadLex, HL7's and FHIR's own, and for
+//     oncology, genomics and pharmacy research NCI Thesaurus, HGNC, the
+//     Sequence Ontology, ATC, ICD-O-3, CDC Race & Ethnicity and the
+//     genomics reporting guide's TBD codes; not NCBI Gene, ClinVar,
+//     HGVS nor EDQM, whose codes have no form an identifier lacks), with
+//     a code of the terminology's form (of HL7's and FHIR's own code
+//     systems, CDC's and the TBD codes: one of their codes; of LOINC and
+//     SNOMED CT: with their check digits; of ISO 3166: a code an address
+//     keeps; of BCP-47: language, script and region only); a quantity
+//     keeps a code of HL7's code systems with its system, as a coding;
 //     dates become the year (a year 90 or more before now, which
 //     tells an age over 89, is dropped), dates
 //     of birth of people over 89, or of such a year, are withheld; ages over 89 (by type, unit

@@ -1210,9 +1210,12 @@ const medRequest0303 = `{"resourceType":"MedicationRequest","status":"active","i
 // the code CAP was dropped with its number, though the code, one of the
 // code system's listed codes, says the unit. A listed code of
 // orderableDrugForm with the same letters, case aside, now says it as a
-// UCUM code does (the code itself is not released: a quantity keeps
-// UCUM's and ISO 4217's only); a code the code system does not list
-// (meddisp0301's "Vial") or that says another form says nothing.
+// UCUM code does (the code itself, one of its code system's, is released
+// with its system since h-terms, as a coding of HL7's code systems is);
+// a code the code system does not list (meddisp0301's "Vial") or that
+// says another form says nothing: the unit text beside it is dropped (a
+// listed code that says another form stays, as a UCUM code beside a
+// unit text it does not say).
 func TestDeidentifyDoseFormCodesSayTheUnit(t *testing.T) {
 	const form = "http://terminology.hl7.org/CodeSystem/v3-orderableDrugForm"
 	in := func(q string) string {
@@ -1220,16 +1223,23 @@ func TestDeidentifyDoseFormCodesSayTheUnit(t *testing.T) {
 	}
 	for unit, code := range map[string]string{"Cap": "CAP", "Drop": "DROP", "Patch": "PATCH", "Pill": "PILL", "Wafer": "WAFER", "TAB": "TAB", "Tab": "TAB"} {
 		got := in(`{"value":4,"unit":` + strconvQuote(unit) + `,"system":"` + form + `","code":` + strconvQuote(code) + `}`)
-		if !strings.Contains(got, `"doseQuantity":{"unit":`+strconvQuote(unit)+`,"value":4}`) {
+		if !strings.Contains(got, `"doseQuantity":{"code":`+strconvQuote(code)+`,"system":"`+form+`","unit":`+strconvQuote(unit)+`,"value":4}`) {
 			t.Errorf("4 %s beside %s dropped:\n got %s", unit, code, got)
 		}
-		if !strings.Contains(got, `"quantity":{"unit":"TAB","value":51}`) {
+		if !strings.Contains(got, `"quantity":{"code":"TAB","system":"`+form+`","unit":"TAB","value":51}`) {
 			t.Errorf("51 TAB beside TAB dropped:\n got %s", got)
 		}
 	}
 	for unit, code := range map[string]string{"Cap": "TAB", "Vial": "Vial", "Cap ": "CAP ", "Stone": "STONE", "Smith": "SMITH"} {
 		for _, sys := range []string{form, "http://example.org/local-forms"} {
-			if got := in(`{"value":77441124,"unit":` + strconvQuote(unit) + `,"system":"` + sys + `","code":` + strconvQuote(code) + `}`); strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
+			got := in(`{"value":77441124,"unit":` + strconvQuote(unit) + `,"system":"` + sys + `","code":` + strconvQuote(code) + `}`)
+			if sys == form && code == "TAB" { // a listed code: 77441124 tablets, as 77441124 mg beside a unit text it does not say
+				if !strings.Contains(got, `"doseQuantity":{"code":"TAB","system":"`+form+`","value":77441124}`) {
+					t.Errorf("77441124 %s beside %s of %s:\n got %s", unit, code, sys, got)
+				}
+				continue
+			}
+			if strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
 				t.Errorf("77441124 %s beside %s of %s:\n got %s", unit, code, sys, got)
 			}
 		}
@@ -1319,7 +1329,7 @@ func TestDeidentifyThreeCapitalsAloneNeedACode(t *testing.T) {
 		}
 	}
 	got := med(`{"value":4,"unit":"TAB","system":"` + form + `","code":"TAB"}`)
-	if !strings.Contains(got, `"doseQuantity":{"unit":"TAB","value":4}`) || !strings.Contains(got, `"quantity":{"unit":"TAB","value":4}`) {
+	if q := `{"code":"TAB","system":"` + form + `","unit":"TAB","value":4}`; !strings.Contains(got, `"doseQuantity":`+q) || !strings.Contains(got, `"quantity":`+q) {
 		t.Errorf("medrx0303's 4 TAB beside TAB dropped:\n got %s", got)
 	}
 	for _, unit := range []string{"YRS", "HRS", "WKS"} {

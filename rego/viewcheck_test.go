@@ -325,6 +325,13 @@ var shTerminologies = map[string]bool{
 	"http://hl7.org/fhir/sid/ndc": true, "http://www.ama-assn.org/go/cpt": true, "http://nucc.org/provider-taxonomy": true,
 	"urn:ietf:bcp:47": true, "urn:ietf:bcp:13": true, "urn:iso:std:iso:3166": true, "urn:iso:std:iso:4217": true,
 	"http://dicom.nema.org/resources/ontology/DCM": true, "http://radlex.org": true, "http://www.radlex.org": true,
+	// Oncology, genomics and pharmacy research's (since h-terms): NCI
+	// Thesaurus, HGNC, the Sequence Ontology, ATC, CDC Race & Ethnicity,
+	// the genomics reporting guide's TBD codes (ICD-O-3 is HL7's,
+	// fhirCanonical).
+	"http://ncicb.nci.nih.gov/xml/owl/EVS/Thesaurus.owl": true, "http://www.genenames.org": true,
+	"http://www.sequenceontology.org": true, "http://www.whocc.no/atc": true, "urn:oid:2.16.840.1.113883.6.238": true,
+	"http://hl7.org/fhir/uv/genomics-reporting/CodeSystem/tbd-codes-cs": true,
 	// The extensions outside FHIR's own that docs/policy.md's extension
 	// allow-list names.
 	"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex": true,
