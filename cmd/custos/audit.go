@@ -210,10 +210,11 @@ func newAuditExportCmd() *cobra.Command {
 		dir, format, since, until, outPath string
 		bundleOut, anchorDir, formats      string
 		fromSeq, toSeq                     uint64
+		asJSON                             bool
 		af                                 accessFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "export --data-dir D --purpose CODE (--out DIR | --format jsonl|csv [-o FILE]) [--since T] [--until T]",
+		Use:   "export --data-dir D --purpose CODE (--out DIR [--json] | --format jsonl|csv [-o FILE]) [--since T] [--until T]",
 		Short: "Export an auditor's bundle (records, signed checkpoints, proofs), or records as JSON lines or CSV",
 		Long: `export --out DIR writes an export bundle for auditors: the exact record bytes
 of a range (--from-seq/--to-seq, or --since/--until) in records.jsonl, the
@@ -226,7 +227,13 @@ The bundle's upper checkpoint must cover the range: records newer than the
 latest checkpoint are not exported until the next one. Without --to-seq (or
 --until) the range ends at the latest checkpoint. A --from-seq or --to-seq
 past the log's end is refused (exit 2) before anything is recorded, naming
-the records the log holds.
+the records the log holds. It prints one line on stdout, 'bundle DIR: records
+F..T (N), checkpoints at sizes L and U, origin O'; --json prints instead one
+JSON document for an auditor's script: {"bundle": DIR, "manifest":
+"sha256:<hex>" of DIR/manifest.json, and the manifest's fields: "format",
+"origin", "from", "to", "records", "lower_size", "upper_size", "files" (each
+other file's name in DIR and "sha256:<hex>"), "created"}. --json goes with
+--out only.
 
 export --format writes the audit records in [--since, --until) to stdout or to FILE.
 jsonl writes each record's exact canonical bytes, one per line, so every line
@@ -274,7 +281,10 @@ Example:
 				if toSeq != 0 && fromSeq > toSeq {
 					return usagef("--from-seq %d is after --to-seq %d: the range holds no record", fromSeq, toSeq)
 				}
-				return writeBundle(cmd, d, af.ask(), bundleOut, anchorDir, fromSeq, toSeq, since, until, formats)
+				return writeBundle(cmd, d, af.ask(), bundleOut, anchorDir, fromSeq, toSeq, since, until, formats, asJSON)
+			}
+			if asJSON {
+				return usagef("--json describes an --out DIR bundle; --format writes the records themselves")
 			}
 			if fromSeq != 0 || toSeq != 0 {
 				return usagef("--from-seq/--to-seq select a bundle range: add --out DIR")
@@ -353,6 +363,7 @@ Example:
 	fl.Uint64Var(&toSeq, "to-seq", 0, "bundle: last record (default: the last one the latest signed checkpoint covers; newer records, this export's access record among them, are not anchored yet)")
 	fl.StringVar(&formats, "formats", "csv,fhir,ocsf", "bundle: human formats to add (csv, fhir, ocsf; empty for none)")
 	fl.StringVar(&anchorDir, "anchor-dir", "", "bundle: take the checkpoints from this anchor directory (default: the data directory's)")
+	fl.BoolVar(&asJSON, "json", false, "bundle: print what was written as JSON")
 	markRequired(cmd, "data-dir", "purpose")
 	return cmd
 }

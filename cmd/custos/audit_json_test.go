@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/audittest"
+	"github.com/custos-mcp/custos/audit/bundle"
+	"github.com/custos-mcp/custos/audit/checkpoint"
+	"github.com/custos-mcp/custos/secrets"
+)
+
+// testOrigin is the checkpoint origin of anchoredDataDir's log.
+const testOrigin = "test.example/n1/audit"
+
+// anchoredDataDir is a data directory as serve --dev leaves it: an audit
+// log of n records, the dev key file, and a checkpoint of the log's head
+// signed with the dev signing key and anchored in checkpoints.jsonl.
+func anchoredDataDir(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	appendRecords(t, dir, n)
+	anchorDevCheckpoint(t, dir)
+	return dir
+}
+
+// appendRecords appends n records to dir's audit log.
+func appendRecords(t *testing.T, dir string, n int) {
+	t.Helper()
+	log := audittest.OpenPath(t, filepath.Join(dir, "audit.db"), audit.Options{})
+	defer log.Close()
+	for i := range n {
+		if _, err := log.Append(context.Background(), audit.Entry{Action: "resources/read", Outcome: audit.OutcomeAllow,
+			Reason: fmt.Sprintf("r%d", i), Principal: audit.Principal{Sub: "dr-a", Roles: []string{"clinician"}, ClientID: "c"},
+			PurposeOfUse: "TREAT", Source: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// anchorDevCheckpoint signs a checkpoint of the head of dir's audit log
+// with the signing key of dir's dev key file (made if there is none) and
+// anchors it in dir, as serve --dev's checkpointer does.
+func anchorDevCheckpoint(t *testing.T, dir string) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := secrets.NewDev()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.PersistIn(dir); err != nil {
+		t.Fatal(err)
+	}
+	signer, _, err := checkpoint.NewSigner(ctx, testOrigin, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := audittest.OpenPath(t, filepath.Join(dir, "audit.db"), audit.Options{})
+	defer log.Close()
+	size, root, err := log.TreeHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checkpoint.Checkpoint{Origin: testOrigin, Size: size, Root: root}
+	signed, err := checkpoint.Sign(c, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&checkpoint.Anchor{Dir: dir}).Append(ctx, signed, c, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runCLI runs custos with args and returns its exit status, stdout and
+// stderr.
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+// TestAuditExportBundleJSON: an auditor's script reads what 'audit export
+// --out DIR' wrote from --json, one JSON document on stdout, and its values
+// are those of the bundle written: the directory, the SHA-256 of its
+// manifest.json, the manifest's range, counts and checkpoint sizes, and the
+// SHA-256 of every other file, by its name in DIR. There was no --json
+// ("unknown flag: --json"). --json with a single-file export is refused
+// (exit 2) before anything is recorded or written.
+func TestAuditExportBundleJSON(t *testing.T) {
+	data := anchoredDataDir(t, 5)
+	out := filepath.Join(t.TempDir(), "bundle")
+	code, stdout, stderr := runCLI("audit", "export", "--data-dir", data, "--purpose", "HOPERAT", "--out", out, "--json")
+	if code != 0 {
+		t.Fatalf("export --out --json: exit %d\n%s%s", code, stdout, stderr)
+	}
+	var got struct {
+		Bundle    string            `json:"bundle"`
+		Manifest  string            `json:"manifest"`
+		Format    string            `json:"format"`
+		Origin    string            `json:"origin"`
+		From      uint64            `json:"from"`
+		To        uint64            `json:"to"`
+		Records   int64             `json:"records"`
+		LowerSize int64             `json:"lower_size"`
+		UpperSize int64             `json:"upper_size"`
+		Files     map[string]string `json:"files"`
+		Created   string            `json:"created"`
+	}
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil || dec.More() {
+		t.Fatalf("export --out --json is not one JSON document: %v\n%s", err, stdout)
+	}
+	m, err := readManifest(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, bundle.FileManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Bundle != out || got.Manifest != fmt.Sprintf("sha256:%x", sha256.Sum256(raw)) || got.Format != bundle.BundleFormat ||
+		got.Origin != testOrigin || got.From != 1 || got.To != 5 || got.Records != 5 || got.LowerSize != 0 || got.UpperSize != 5 ||
+		got.Created != m.Created {
+		t.Errorf("export --out --json = %+v\nmanifest %+v", got, m)
+	}
+	if len(got.Files) == 0 || len(got.Files) != len(m.Files) {
+		t.Errorf("export --out --json files = %v, manifest files %v", got.Files, m.Files)
+	}
+	for name, digest := range got.Files {
+		b, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil || digest != fmt.Sprintf("sha256:%x", sha256.Sum256(b)) {
+			t.Errorf("files[%q] = %s: not the file written (%v)", name, digest, err)
+		}
+	}
+	if code, _, stderr := runCLI("audit", "verify", "--bundle", out, "--pubkey", devVerifierFile(t, data)); code != 0 {
+		t.Errorf("the bundle written does not verify: exit %d\n%s", code, stderr)
+	}
+
+	// --json describes a bundle: with a single-file export it is refused
+	// before the access is recorded, and no file is written.
+	head := auditHead(t, data)
+	file := filepath.Join(t.TempDir(), "audit.jsonl")
+	code, stdout, stderr = runCLI("audit", "export", "--data-dir", data, "--purpose", "HOPERAT", "--format", "jsonl", "-o", file, "--json")
+	if code != 2 || stdout != "" || !strings.Contains(stderr, "--json") {
+		t.Errorf("export --format jsonl --json: exit %d, stdout %q, stderr %q; want 2 naming --json", code, stdout, stderr)
+	}
+	if _, err := os.Stat(file); err == nil {
+		t.Errorf("a refused export wrote %s", file)
+	}
+	if after := auditHead(t, data); after != head {
+		t.Errorf("a refused export was recorded: head %d, was %d", after, head)
+	}
+}
+
+// devVerifierFile writes the verifier keys of dir's dev signing key
+// ('custos audit pubkey --dev') and returns the file.
+func devVerifierFile(t *testing.T, dir string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "custos.vkeys")
+	if code, stdout, stderr := runCLI("audit", "pubkey", "--data-dir", dir, "--dev", "-o", f); code != 0 {
+		t.Fatalf("audit pubkey: exit %d\n%s%s", code, stdout, stderr)
+	}
+	return f
+}
+
+// auditHead is the size of dir's audit log.
+func auditHead(t *testing.T, dir string) uint64 {
+	t.Helper()
+	log := audittest.OpenPath(t, filepath.Join(dir, "audit.db"), audit.Options{})
+	defer log.Close()
+	head, _ := log.Head()
+	return head
+}
