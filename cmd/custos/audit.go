@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/access"
@@ -68,7 +70,10 @@ exits 1 naming every failure with its seq.
 Exit status (both forms):
   0  verified: no problem found
   1  problems found: broken or edited records, gaps, a rollback or fork
-     against the checkpoints, a bundle file that differs, an audit.db or
+     against the checkpoints, a checkpoint signed by no key in --pubkey
+     (a verifier file for another key, e.g. one written before the
+     signing key was rotated: 'custos audit pubkey' writes the current
+     one), a bundle file that differs, an audit.db or
      segment file that is damaged (empty, truncated, not a bbolt database:
      segment_damaged) (each is printed)
   2  could not verify, so no verdict: bad flags, a --data-dir, --bundle or
@@ -158,7 +163,7 @@ Examples:
 		if err != nil {
 			return err
 		}
-		return printVerify(cmd, res, asJSON)
+		return printVerify(cmd, res, asJSON, pubkey)
 	}
 	af.register(cmd.Flags(), "purpose of use, an HL7 ActReason code (default HOPERAT: health care operations)")
 	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory holding audit.db")
@@ -383,8 +388,9 @@ func damagedExport(err error, where string, d dataDir) error {
 // FAILED (or the result as JSON), and fails with exit 1 if it found any;
 // otherwise, when the anchors were not checked (AnchorResult.NotChecked),
 // with no verdict (exit 2): the records' verdict is printed, the anchors'
-// is missing.
-func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool) error {
+// is missing. pubkey is the --pubkey file, named when it holds no key
+// that signed a checkpoint.
+func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool, pubkey string) error {
 	out := cmd.OutOrStdout()
 	anchorFailed := res.Anchor != nil && !res.Anchor.OK && res.Anchor.NotChecked == ""
 	unchecked := ""
@@ -416,6 +422,15 @@ func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool) error
 			fmt.Fprintf(out, "FAILED: %d problem(s) in %d records\n", len(res.Problems)+btoi(anchorFailed), sum.Records)
 		}
 	}
+	if anchorFailed && signedByNoKeyGiven(res.Anchor.Error) {
+		// Nothing vouches for the log (exit 1, as before), but what is
+		// wrong is most likely the verifier file, not the log: after a
+		// rotation of the signing key an old file verifies no new
+		// checkpoint, and "does not match" read like a fork.
+		return problemsFound(fmt.Errorf("--pubkey %s holds no key that signed the anchored checkpoint (BROKEN anchor): the verifier file is for another signing key, "+
+			"written before the key was rotated or for another --deployment or --node; write the current one with 'custos audit pubkey --data-dir D' "+
+			"and verify again (if it is current, the checkpoint was not signed by this log's key)", pubkey))
+	}
 	if anchorFailed {
 		return problemsFound(errors.New("audit log does not match its anchored checkpoints"))
 	}
@@ -426,6 +441,18 @@ func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool) error
 		return errors.New("no verdict on the anchored checkpoints: they were not checked (see UNCHECKED anchor); the records verified (without --pubkey the verdict is theirs alone)")
 	}
 	return nil
+}
+
+// signedByNoKeyGiven reports whether the anchor check failed (anchorErr,
+// AnchorResult.Error) because an anchored note carries no signature by a
+// key in the verifier file (checkpoint.Open on a note.UnverifiedNoteError)
+// rather than because the log does not match a checkpoint that verified
+// or a signature by a key in the file does not verify (note's
+// InvalidSignatureError: a changed note). The result crosses the admin
+// socket as text, so the two errors are told apart by their texts, taken
+// from the errors themselves.
+func signedByNoKeyGiven(anchorErr string) bool {
+	return strings.Contains(anchorErr, checkpoint.ErrBadSignature.Error()+": "+(&note.UnverifiedNoteError{}).Error())
 }
 
 // verifyUnrecorded verifies a log that cannot take an access record (it

@@ -17,6 +17,8 @@ import (
 	"github.com/custos-mcp/custos/audit/bundle"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/secrets"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // testOrigin is the checkpoint origin of anchoredDataDir's log.
@@ -52,6 +54,19 @@ func appendRecords(t *testing.T, dir string, n int) {
 // anchors it in dir, as serve --dev's checkpointer does.
 func anchorDevCheckpoint(t *testing.T, dir string) {
 	t.Helper()
+	log := audittest.OpenPath(t, filepath.Join(dir, "audit.db"), audit.Options{})
+	size, root, err := log.TreeHead(context.Background())
+	log.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchorCheckpoint(t, dir, checkpoint.Checkpoint{Origin: testOrigin, Size: size, Root: root})
+}
+
+// anchorCheckpoint signs c with the signing key of dir's dev key file
+// (made if there is none) and anchors it in dir.
+func anchorCheckpoint(t *testing.T, dir string, c checkpoint.Checkpoint) {
+	t.Helper()
 	ctx := context.Background()
 	keys, err := secrets.NewDev()
 	if err != nil {
@@ -64,13 +79,6 @@ func anchorDevCheckpoint(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := audittest.OpenPath(t, filepath.Join(dir, "audit.db"), audit.Options{})
-	defer log.Close()
-	size, root, err := log.TreeHead(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := checkpoint.Checkpoint{Origin: testOrigin, Size: size, Root: root}
 	signed, err := checkpoint.Sign(c, signer)
 	if err != nil {
 		t.Fatal(err)
@@ -180,4 +188,96 @@ func auditHead(t *testing.T, dir string) uint64 {
 	defer log.Close()
 	head, _ := log.Head()
 	return head
+}
+
+// TestVerifyWithAnOldVerifierFileNamesTheKey: after the checkpoint signing
+// key is rotated, a verifier file written before the rotation verifies no
+// new checkpoint. audit verify --pubkey still fails (exit 1: nothing
+// vouches for the log), but says what is wrong and what to do: the file
+// holds no key that signed the checkpoint, and 'custos audit pubkey'
+// writes the current one. It said "audit log does not match its anchored
+// checkpoints", which reads like a fork or tampering. A log that does not
+// match a checkpoint signed by a key in the file still says that.
+func TestVerifyWithAnOldVerifierFileNamesTheKey(t *testing.T) {
+	data := anchoredDataDir(t, 3)
+	old := devVerifierFile(t, data)
+	// The rotation: a new signing key signs the next checkpoint.
+	if err := os.Remove(filepath.Join(data, secrets.DevKeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	appendRecords(t, data, 2)
+	anchorDevCheckpoint(t, data)
+
+	code, stdout, stderr := runCLI("audit", "verify", "--data-dir", data, "--pubkey", old)
+	if code != 1 || !strings.Contains(stdout, "BROKEN anchor: ") {
+		t.Fatalf("verify with the old verifier file: exit %d, want 1\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	for _, want := range []string{"--pubkey " + old, "no key that signed", "custos audit pubkey"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("verify with the old verifier file: stderr does not say %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "does not match its anchored checkpoints") {
+		t.Errorf("verify with the old verifier file reads like a log that does not match its checkpoints:\n%s", stderr)
+	}
+	current := devVerifierFile(t, data)
+	if code, stdout, stderr := runCLI("audit", "verify", "--data-dir", data, "--pubkey", current); code != 0 {
+		t.Fatalf("verify with the current verifier file: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+
+	// A fork: a checkpoint signed by the current key for another root of
+	// the log's size.
+	anchorCheckpoint(t, data, checkpoint.Checkpoint{Origin: testOrigin, Size: int64(auditHead(t, data)), Root: tlog.Hash{1}})
+	code, stdout, stderr = runCLI("audit", "verify", "--data-dir", data, "--pubkey", current)
+	if code != 1 || !strings.Contains(stdout, "fork") || !strings.Contains(stderr, "audit log does not match its anchored checkpoints") {
+		t.Errorf("verify of a forked log: exit %d, want 1 saying the log does not match its checkpoints\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+}
+
+// TestSignedByNoKeyGiven tells the errors of checkpoint.Open apart as
+// audit verify sees them, as text: a note signed by a key that is not in
+// the verifier file (another key), from a note whose signature by a key
+// in the file does not verify (a changed note: not the verifier file's
+// fault).
+func TestSignedByNoKeyGiven(t *testing.T) {
+	ctx := context.Background()
+	signerOf := func() (*checkpoint.Signer, note.Verifiers) {
+		keys, err := secrets.NewDev()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, vk, err := checkpoint.NewSigner(ctx, testOrigin, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs, err := checkpoint.ParseVerifierFile([]byte(vk + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, vs
+	}
+	a, aKeys := signerOf()
+	_, bKeys := signerOf()
+	signed, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: testOrigin, Size: 1, Root: tlog.Hash{1}}, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := bytes.Replace(signed, []byte("\n1\n"), []byte("\n2\n"), 1)
+	for _, c := range []struct {
+		name string
+		note []byte
+		keys note.Verifiers
+		want bool
+	}{
+		{"another key", signed, bKeys, true},
+		{"a changed note", changed, aKeys, false},
+	} {
+		_, _, err := checkpoint.Open(c.note, c.keys)
+		if err == nil {
+			t.Fatalf("%s: opens", c.name)
+		}
+		if got := signedByNoKeyGiven(err.Error()); got != c.want {
+			t.Errorf("%s: signedByNoKeyGiven(%q) = %v, want %v", c.name, err, got, c.want)
+		}
+	}
 }
