@@ -260,6 +260,11 @@ many problems there were. This is not a verification: 'custos audit verify'
 checks the whole log (tree, seals, gaps, time order) and lists every
 problem. An intact log's export exits 0.
 
+Exit status: 0 exported (an intact log's records); 1 a damaged log's
+records written as stored (above), or the export failed (the error says
+why; with -o or --out nothing is left behind); 2 bad usage, a range past
+the log's end included (nothing recorded or written).
+
 With -o the file is written without a name (or, where the file system cannot,
 under a hidden temporary one) and named when complete, so a failed or killed
 export never leaves a partial file. The export is itself PHI: store it
