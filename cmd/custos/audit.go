@@ -237,8 +237,10 @@ F..T (N), checkpoints at sizes L and U, origin O'; --json prints instead one
 JSON document for an auditor's script: {"bundle": DIR, "manifest":
 "sha256:<hex>" of DIR/manifest.json, and the manifest's fields: "format",
 "origin", "from", "to", "records", "lower_size", "upper_size", "files" (each
-other file's name in DIR and "sha256:<hex>"), "created"}. --json goes with
---out only.
+other file's name in DIR and "sha256:<hex>"), "created"; and "signed_by":
+the keys whose signatures the checkpoints carry, named as in a verifier
+file, "origin+hash", not checked here: the verifier keys an auditor
+needs}. --json goes with --out only.
 
 export --format writes the audit records in [--since, --until) to stdout or to FILE.
 jsonl writes each record's exact canonical bytes, one per line, so every line

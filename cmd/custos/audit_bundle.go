@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -116,15 +117,51 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 		if err != nil {
 			return err
 		}
+		signers, err := checkpointSigners(filepath.Join(out, bundle.FileCheckpoints))
+		if err != nil {
+			return err
+		}
 		return writeJSON(cmd.OutOrStdout(), struct {
 			Bundle         string `json:"bundle"`
 			ManifestDigest string `json:"manifest"` // "sha256:" + hex of manifest.json
 			bundle.Manifest
-		}{out, fmt.Sprintf("sha256:%x", sha256.Sum256(raw)), m})
+			SignedBy []string `json:"signed_by"`
+		}{out, fmt.Sprintf("sha256:%x", sha256.Sum256(raw)), m, signers})
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "bundle %s: records %d..%d (%d), checkpoints at sizes %d and %d, origin %s\n",
 		out, m.From, m.To, m.Records, m.Lower, m.Upper, m.Origin)
 	return nil
+}
+
+// checkpointSigners names the keys whose signatures the checkpoints in the
+// anchor file path carry, as a verifier file names them ("origin+hash"),
+// each once, in the order found. The signatures are not checked: the names
+// say which verifier keys an auditor needs, 'audit verify --bundle' checks.
+func checkpointSigners(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := checkpoint.ReadEntries(f, path)
+	if err != nil {
+		return nil, err
+	}
+	signers := []string{}
+	for _, e := range entries {
+		// No verifier: every signature is unverified, and listed.
+		_, err := note.Open(e.Note, note.VerifierList())
+		var unv *note.UnverifiedNoteError
+		if !errors.As(err, &unv) {
+			return nil, fmt.Errorf("%s: %w", e.Location(), err)
+		}
+		for _, sig := range unv.Note.UnverifiedSigs {
+			if k := fmt.Sprintf("%s+%08x", sig.Name, sig.Hash); !slices.Contains(signers, k) {
+				signers = append(signers, k)
+			}
+		}
+	}
+	return signers, nil
 }
 
 // fetchBundle writes the export bundle req asks for into target, the new

@@ -101,7 +101,8 @@ func runCLI(args ...string) (code int, stdout, stderr string) {
 // are those of the bundle written: the directory, the SHA-256 of its
 // manifest.json, the manifest's range, counts and checkpoint sizes, and the
 // SHA-256 of every other file, by its name in DIR. There was no --json
-// ("unknown flag: --json"). --json with a single-file export is refused
+// ("unknown flag: --json"). signed_by names the keys that signed the
+// bundle's checkpoints, the verifier keys an auditor needs. --json with a single-file export is refused
 // (exit 2) before anything is recorded or written.
 func TestAuditExportBundleJSON(t *testing.T) {
 	data := anchoredDataDir(t, 5)
@@ -122,6 +123,7 @@ func TestAuditExportBundleJSON(t *testing.T) {
 		UpperSize int64             `json:"upper_size"`
 		Files     map[string]string `json:"files"`
 		Created   string            `json:"created"`
+		SignedBy  []string          `json:"signed_by"`
 	}
 	dec := json.NewDecoder(strings.NewReader(stdout))
 	dec.DisallowUnknownFields()
@@ -150,8 +152,18 @@ func TestAuditExportBundleJSON(t *testing.T) {
 			t.Errorf("files[%q] = %s: not the file written (%v)", name, digest, err)
 		}
 	}
-	if code, _, stderr := runCLI("audit", "verify", "--bundle", out, "--pubkey", devVerifierFile(t, data)); code != 0 {
+	vkeys := devVerifierFile(t, data)
+	if code, _, stderr := runCLI("audit", "verify", "--bundle", out, "--pubkey", vkeys); code != 0 {
 		t.Errorf("the bundle written does not verify: exit %d\n%s", code, stderr)
+	}
+	// signed_by names the key that signed the checkpoints as the verifier
+	// file does (origin+hash, the start of its line).
+	vk, err := os.ReadFile(vkeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.SignedBy) != 1 || !strings.HasPrefix(string(vk), got.SignedBy[0]+"+") {
+		t.Errorf("export --out --json signed_by = %q; the verifier file holds %q", got.SignedBy, vk)
 	}
 
 	// --json describes a bundle: with a single-file export it is refused
