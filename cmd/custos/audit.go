@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/access"
@@ -68,7 +70,10 @@ exits 1 naming every failure with its seq.
 Exit status (both forms):
   0  verified: no problem found
   1  problems found: broken or edited records, gaps, a rollback or fork
-     against the checkpoints, a bundle file that differs, an audit.db or
+     against the checkpoints, a checkpoint signed by no key in --pubkey
+     (a verifier file for another key, e.g. one written before the
+     signing key was rotated: 'custos audit pubkey' writes the current
+     one), a bundle file that differs, an audit.db or
      segment file that is damaged (empty, truncated, not a bbolt database:
      segment_damaged) (each is printed)
   2  could not verify, so no verdict: bad flags, a --data-dir, --bundle or
@@ -158,7 +163,7 @@ Examples:
 		if err != nil {
 			return err
 		}
-		return printVerify(cmd, res, asJSON)
+		return printVerify(cmd, res, asJSON, pubkey)
 	}
 	af.register(cmd.Flags(), "purpose of use, an HL7 ActReason code (default HOPERAT: health care operations)")
 	cmd.Flags().StringVar(&dir, "data-dir", "", "data directory holding audit.db")
@@ -210,10 +215,11 @@ func newAuditExportCmd() *cobra.Command {
 		dir, format, since, until, outPath string
 		bundleOut, anchorDir, formats      string
 		fromSeq, toSeq                     uint64
+		asJSON                             bool
 		af                                 accessFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "export --data-dir D --purpose CODE (--out DIR | --format jsonl|csv [-o FILE]) [--since T] [--until T]",
+		Use:   "export --data-dir D --purpose CODE (--out DIR [--json] | --format jsonl|csv [-o FILE]) [--since T] [--until T]",
 		Short: "Export an auditor's bundle (records, signed checkpoints, proofs), or records as JSON lines or CSV",
 		Long: `export --out DIR writes an export bundle for auditors: the exact record bytes
 of a range (--from-seq/--to-seq, or --since/--until) in records.jsonl, the
@@ -226,7 +232,15 @@ The bundle's upper checkpoint must cover the range: records newer than the
 latest checkpoint are not exported until the next one. Without --to-seq (or
 --until) the range ends at the latest checkpoint. A --from-seq or --to-seq
 past the log's end is refused (exit 2) before anything is recorded, naming
-the records the log holds.
+the records the log holds. It prints one line on stdout, 'bundle DIR: records
+F..T (N), checkpoints at sizes L and U, origin O'; --json prints instead one
+JSON document for an auditor's script: {"bundle": DIR, "manifest":
+"sha256:<hex>" of DIR/manifest.json, and the manifest's fields: "format",
+"origin", "from", "to", "records", "lower_size", "upper_size", "files" (each
+other file's name in DIR and "sha256:<hex>"), "created"; and "signed_by":
+the keys whose signatures the checkpoints carry, named as in a verifier
+file, "origin+hash", not checked here: the verifier keys an auditor
+needs}. --json goes with --out only.
 
 export --format writes the audit records in [--since, --until) to stdout or to FILE.
 jsonl writes each record's exact canonical bytes, one per line, so every line
@@ -247,6 +261,11 @@ first damaged record by seq, what was expected and what was found, and how
 many problems there were. This is not a verification: 'custos audit verify'
 checks the whole log (tree, seals, gaps, time order) and lists every
 problem. An intact log's export exits 0.
+
+Exit status: 0 exported (an intact log's records); 1 a damaged log's
+records written as stored (above), or the export failed (the error says
+why; with -o or --out nothing is left behind); 2 bad usage, a range past
+the log's end included (nothing recorded or written).
 
 With -o the file is written without a name (or, where the file system cannot,
 under a hidden temporary one) and named when complete, so a failed or killed
@@ -274,7 +293,10 @@ Example:
 				if toSeq != 0 && fromSeq > toSeq {
 					return usagef("--from-seq %d is after --to-seq %d: the range holds no record", fromSeq, toSeq)
 				}
-				return writeBundle(cmd, d, af.ask(), bundleOut, anchorDir, fromSeq, toSeq, since, until, formats)
+				return writeBundle(cmd, d, af.ask(), bundleOut, anchorDir, fromSeq, toSeq, since, until, formats, asJSON)
+			}
+			if asJSON {
+				return usagef("--json describes an --out DIR bundle; --format writes the records themselves")
 			}
 			if fromSeq != 0 || toSeq != 0 {
 				return usagef("--from-seq/--to-seq select a bundle range: add --out DIR")
@@ -353,6 +375,7 @@ Example:
 	fl.Uint64Var(&toSeq, "to-seq", 0, "bundle: last record (default: the last one the latest signed checkpoint covers; newer records, this export's access record among them, are not anchored yet)")
 	fl.StringVar(&formats, "formats", "csv,fhir,ocsf", "bundle: human formats to add (csv, fhir, ocsf; empty for none)")
 	fl.StringVar(&anchorDir, "anchor-dir", "", "bundle: take the checkpoints from this anchor directory (default: the data directory's)")
+	fl.BoolVar(&asJSON, "json", false, "bundle: print what was written as JSON")
 	markRequired(cmd, "data-dir", "purpose")
 	return cmd
 }
@@ -372,8 +395,9 @@ func damagedExport(err error, where string, d dataDir) error {
 // FAILED (or the result as JSON), and fails with exit 1 if it found any;
 // otherwise, when the anchors were not checked (AnchorResult.NotChecked),
 // with no verdict (exit 2): the records' verdict is printed, the anchors'
-// is missing.
-func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool) error {
+// is missing. pubkey is the --pubkey file, named when it holds no key
+// that signed a checkpoint.
+func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool, pubkey string) error {
 	out := cmd.OutOrStdout()
 	anchorFailed := res.Anchor != nil && !res.Anchor.OK && res.Anchor.NotChecked == ""
 	unchecked := ""
@@ -405,6 +429,15 @@ func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool) error
 			fmt.Fprintf(out, "FAILED: %d problem(s) in %d records\n", len(res.Problems)+btoi(anchorFailed), sum.Records)
 		}
 	}
+	if anchorFailed && signedByNoKeyGiven(res.Anchor.Error) {
+		// Nothing vouches for the log (exit 1, as before), but what is
+		// wrong is most likely the verifier file, not the log: after a
+		// rotation of the signing key an old file verifies no new
+		// checkpoint, and "does not match" read like a fork.
+		return problemsFound(fmt.Errorf("--pubkey %s holds no key that signed the anchored checkpoint (BROKEN anchor): the verifier file is for another signing key, "+
+			"written before the key was rotated or for another --deployment or --node; write the current one with 'custos audit pubkey --data-dir D' "+
+			"and verify again (if it is current, the checkpoint was not signed by this log's key)", pubkey))
+	}
 	if anchorFailed {
 		return problemsFound(errors.New("audit log does not match its anchored checkpoints"))
 	}
@@ -415,6 +448,18 @@ func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool) error
 		return errors.New("no verdict on the anchored checkpoints: they were not checked (see UNCHECKED anchor); the records verified (without --pubkey the verdict is theirs alone)")
 	}
 	return nil
+}
+
+// signedByNoKeyGiven reports whether the anchor check failed (anchorErr,
+// AnchorResult.Error) because an anchored note carries no signature by a
+// key in the verifier file (checkpoint.Open on a note.UnverifiedNoteError)
+// rather than because the log does not match a checkpoint that verified
+// or a signature by a key in the file does not verify (note's
+// InvalidSignatureError: a changed note). The result crosses the admin
+// socket as text, so the two errors are told apart by their texts, taken
+// from the errors themselves.
+func signedByNoKeyGiven(anchorErr string) bool {
+	return strings.Contains(anchorErr, checkpoint.ErrBadSignature.Error()+": "+(&note.UnverifiedNoteError{}).Error())
 }
 
 // verifyUnrecorded verifies a log that cannot take an access record (it

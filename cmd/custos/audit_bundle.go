@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -40,7 +42,7 @@ func anchorLines(path string) ([][]byte, error) {
 
 // writeBundle is `audit export --out DIR`: the bundle is written by the
 // process that holds the log (withAuditReader) and unpacked into out.
-func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir string, fromSeq, toSeq uint64, since, until, formats string) error {
+func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir string, fromSeq, toSeq uint64, since, until, formats string, asJSON bool) error {
 	req := access.BundleRequest{Ask: ask, From: fromSeq, To: toSeq}
 	if anchorDir != "" {
 		lines, err := anchorLines(filepath.Join(anchorDir, checkpoint.FileName))
@@ -88,7 +90,7 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 		return fmt.Errorf("--out %s: %w", out, err)
 	}
 	defer target.Discard()
-	m, err := fetchBundle(cmd, d, req, target, out)
+	m, err := fetchBundle(cmd, d, req, target, out, asJSON)
 	if err != nil {
 		if errors.Is(err, access.ErrBadRequest) && (fromSeq != 0 || toSeq != 0) {
 			// The rest of a seq range's request was refused above: what
@@ -110,16 +112,63 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 		}
 		return err
 	}
+	if asJSON {
+		raw, err := os.ReadFile(filepath.Join(out, bundle.FileManifest))
+		if err != nil {
+			return err
+		}
+		signers, err := checkpointSigners(filepath.Join(out, bundle.FileCheckpoints))
+		if err != nil {
+			return err
+		}
+		return writeJSON(cmd.OutOrStdout(), struct {
+			Bundle         string `json:"bundle"`
+			ManifestDigest string `json:"manifest"` // "sha256:" + hex of manifest.json
+			bundle.Manifest
+			SignedBy []string `json:"signed_by"`
+		}{out, fmt.Sprintf("sha256:%x", sha256.Sum256(raw)), m, signers})
+	}
 	fmt.Fprintf(cmd.OutOrStdout(), "bundle %s: records %d..%d (%d), checkpoints at sizes %d and %d, origin %s\n",
 		out, m.From, m.To, m.Records, m.Lower, m.Upper, m.Origin)
 	return nil
 }
 
+// checkpointSigners names the keys whose signatures the checkpoints in the
+// anchor file path carry, as a verifier file names them ("origin+hash"),
+// each once, in the order found. The signatures are not checked: the names
+// say which verifier keys an auditor needs, 'audit verify --bundle' checks.
+func checkpointSigners(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := checkpoint.ReadEntries(f, path)
+	if err != nil {
+		return nil, err
+	}
+	signers := []string{}
+	for _, e := range entries {
+		// No verifier: every signature is unverified, and listed.
+		_, err := note.Open(e.Note, note.VerifierList())
+		var unv *note.UnverifiedNoteError
+		if !errors.As(err, &unv) {
+			return nil, fmt.Errorf("%s: %w", e.Location(), err)
+		}
+		for _, sig := range unv.Note.UnverifiedSigs {
+			if k := fmt.Sprintf("%s+%08x", sig.Name, sig.Hash); !slices.Contains(signers, k) {
+				signers = append(signers, k)
+			}
+		}
+	}
+	return signers, nil
+}
+
 // fetchBundle writes the export bundle req asks for into target, the new
 // directory out, through withAuditReader (one access record, action
 // req.Action or audit/export), and returns its manifest.
-func fetchBundle(cmd *cobra.Command, d dataDir, req access.BundleRequest, target *access.BundleTarget, out string) (bundle.Manifest, error) {
-	tick, done := auditProgress(cmd, false, "writing the bundle")
+func fetchBundle(cmd *cobra.Command, d dataDir, req access.BundleRequest, target *access.BundleTarget, out string, asJSON bool) (bundle.Manifest, error) {
+	tick, done := auditProgress(cmd, asJSON, "writing the bundle")
 	err := withAuditReader(cmd, d, func(r auditReader) error {
 		_, err := r.DoProgress(cmd.Context(), access.OpBundle, req, func(rd io.Reader) error { return target.Read(rd) }, tick)
 		return err

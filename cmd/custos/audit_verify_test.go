@@ -43,7 +43,7 @@ func TestVerifyUnrecordedAnchorsAreNoVerdict(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = printVerify(cmd, res, asJSON)
+		err = printVerify(cmd, res, asJSON, "keys")
 		if code := exitCode(verdictExit(err)); code != 2 {
 			t.Errorf("json=%v: exit %d (%v), want 2: the anchors were not checked\n%s", asJSON, code, err, out.String())
 		}

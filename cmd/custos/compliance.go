@@ -122,6 +122,10 @@ whose records do not recompute the checkpoint the bundle ends at (a record
 changed in place) gets no package: no bundle of it can be written, and the
 error names 'custos audit verify', which lists the broken records.
 
+Exit status: 0 the package is written and every verification in it passed;
+1 a verification failed (the package is written and says what failed), or
+no package was written (the error says why); 2 bad usage.
+
 On a terminal, report draws its progress reading the log (records verified,
 scanned and bundled), then checking the bundle offline (bytes of its files),
 on stderr, not with --json; the package is the same either way.

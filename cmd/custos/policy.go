@@ -510,8 +510,12 @@ read through the server's admin socket (D/admin.sock), or from the log
 itself when no server runs; either way the reading is recorded in the audit
 log first (action policy/impact, with --purpose and --by). The candidate is
 compiled and replayed in this process. --since/--until bound the record
-times ([since, until)). The exit status is 0 whether or not decisions would
-change.
+times ([since, until)).
+
+Exit status: 0 the report was made, whether or not decisions would change
+(impact is a preview, not a check); 1 no report (the candidate is refused,
+as a server would refuse it, or the log cannot be read: the error says
+why); 2 bad usage.
 
 --candidate is a policy directory, or a signed bundle file (from 'policy
 bundle'): the very artifact a rollout will install. A bundle is loaded as

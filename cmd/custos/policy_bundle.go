@@ -67,11 +67,11 @@ keep the private key with the security team, and give servers the public key:
 func newPolicyBundleCmd() *cobra.Command {
 	var (
 		out, key, revision string
-		useVault           bool
+		useVault, asJSON   bool
 		sequence           uint64
 	)
 	cmd := &cobra.Command{
-		Use:   "bundle DIR -o FILE (--key ID=PEMFILE | --vault) --sequence N [--revision R]",
+		Use:   "bundle DIR -o FILE (--key ID=PEMFILE | --vault) --sequence N [--revision R] [--json]",
 		Short: "Build a signed OPA bundle from a policy directory (for rollout)",
 		Long: `bundle compiles DIR with the server's lock-down, runs its Rego tests (a
 policy that fails them is not bundled), packs the .rego files (tests
@@ -82,12 +82,15 @@ rename it over: mv, not cp, so the server never reads it half written): the
 server verifies the signature, runs the tests and swaps it in (or rejects it
 and keeps serving the old one).
 
+` + bundleOutputHelp + `
+
 ` + sequenceHelp + `
 
 ` + policyKeyHelp + `
 
-Example:
-  custos policy bundle ./policy -o policy.tar.gz --sequence 42 --key security-team-2026=policy-signing.pem`,
+Examples:
+  custos policy bundle ./policy -o policy.tar.gz --sequence 42 --key security-team-2026=policy-signing.pem
+  custos policy bundle ./policy -o policy.tar.gz --sequence 42 --key security-team-2026=policy-signing.pem --json`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("bundle takes exactly one policy DIR")
@@ -118,7 +121,7 @@ Example:
 			if err := policy.SetBundleSequence(b, sequence); err != nil {
 				return usageError{err}
 			}
-			return signAndWrite(cmd, b, signer, out, nil)
+			return signAndWrite(cmd, b, signer, written{Bundle: out, Source: args[0]}, asJSON, nil)
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "bundle file to write")
@@ -126,29 +129,33 @@ Example:
 	cmd.Flags().StringVar(&revision, "revision", "", "manifest revision (default: the policy revision, sha256 of the modules)")
 	cmd.Flags().Uint64Var(&sequence, "sequence", 0, "signed sequence claim (manifest metadata.custos.sequence): servers refuse a bundle that does not advance the last one loaded")
 	cmd.Flags().BoolVar(&useVault, "vault", false, "sign with the Vault Transit key custos-policy-signing ($VAULT_ADDR, $VAULT_TOKEN)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was written as JSON")
 	markRequired(cmd, "output", "sequence")
 	return cmd
 }
 
 func newPolicySignCmd() *cobra.Command {
 	var (
-		out, key string
-		useVault bool
-		sequence uint64
+		out, key         string
+		useVault, asJSON bool
+		sequence         uint64
 	)
 	cmd := &cobra.Command{
-		Use:   "sign BUNDLE -o FILE (--key ID=PEMFILE | --vault) [--sequence N]",
+		Use:   "sign BUNDLE -o FILE (--key ID=PEMFILE | --vault) [--sequence N] [--json]",
 		Short: "Re-sign an existing policy bundle (e.g. with a new key)",
 		Long: `sign reads BUNDLE (its old signature is not trusted), checks that its
 policy compiles and passes its tests, and writes it signed with the key to
 FILE. Its sequence claim is kept, or replaced with --sequence N.
 
+` + bundleOutputHelp + `
+
 ` + sequenceHelp + `
 
 ` + policyKeyHelp + `
 
-Example:
-  custos policy sign policy.tar.gz -o policy-2027.tar.gz --sequence 43 --key security-team-2027=policy-signing-2027.pem`,
+Examples:
+  custos policy sign policy.tar.gz -o policy-2027.tar.gz --sequence 43 --key security-team-2027=policy-signing-2027.pem
+  custos policy sign policy.tar.gz -o policy-2027.tar.gz --sequence 43 --key security-team-2027=policy-signing-2027.pem --json`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("sign takes exactly one BUNDLE file")
@@ -173,13 +180,14 @@ Example:
 			case sequence == 0:
 				return usagef("--sequence must be from 1 to %d", uint64(policy.MaxSequence))
 			}
-			return resignBundle(cmd, args[0], signer, out, sequence)
+			return resignBundle(cmd, args[0], signer, out, sequence, asJSON)
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "bundle file to write")
 	cmd.Flags().StringVar(&key, "key", "", "ID=PEMFILE: the ECDSA P-256 signing key")
 	cmd.Flags().BoolVar(&useVault, "vault", false, "sign with the Vault Transit key custos-policy-signing ($VAULT_ADDR, $VAULT_TOKEN)")
 	cmd.Flags().Uint64Var(&sequence, "sequence", 0, "replace the signed sequence claim (manifest metadata.custos.sequence)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was written as JSON")
 	markRequired(cmd, "output")
 	return cmd
 }
@@ -192,10 +200,35 @@ once a bundle with a claim has loaded. Give each rollout a higher number
 --signing-key writes the same claim from a .manifest holding
 {"metadata":{"custos":{"sequence":N}}}.`
 
+// bundleOutputHelp is the output and exit status of policy bundle and sign.
+const bundleOutputHelp = `Output: one line on stdout, 'wrote FILE: revision R, sequence N, digest
+sha256:…, signed by KEY'; warnings go to stderr. --json prints instead
+{"bundle", "source", "digest", "revision", "key", "sequence"} for a rollout
+pipeline: the file written, the DIR or BUNDLE it was made from, the SHA-256
+of the file ("sha256:" + hex, the digest 'policy verify' and a server
+report), the manifest revision, the signing key id and the sequence claim
+(0: none). Nothing is printed on stdout when it fails.
+
+Exit status (the root help's rule, 'custos --help'): 0 written; 1 not
+written, the error says why (a policy that does not compile or fails its
+tests, a DIR, BUNDLE or key that cannot be read, a FILE that cannot be
+written); 2 bad usage (flags, arguments, an -o FILE whose directory does
+not exist), nothing written.`
+
+// written is what policy bundle and policy sign wrote, their --json.
+type written struct {
+	Bundle   string `json:"bundle"`   // the file written (-o)
+	Source   string `json:"source"`   // the policy DIR or BUNDLE it was made from
+	Digest   string `json:"digest"`   // "sha256:" + hex of the file
+	Revision string `json:"revision"` // manifest revision
+	Key      string `json:"key"`      // signing key id
+	Sequence uint64 `json:"sequence"` // the signed sequence claim; 0: none
+}
+
 // resignBundle is custos policy sign: it reads the bundle at in without
 // trusting its signature, sets its sequence claim to sequence unless 0,
 // signs it with signer and writes it to out.
-func resignBundle(cmd *cobra.Command, in string, signer policy.JWSSigner, out string, sequence uint64) error {
+func resignBundle(cmd *cobra.Command, in string, signer policy.JWSSigner, out string, sequence uint64, asJSON bool) error {
 	f, err := os.Open(in)
 	if err != nil {
 		return err
@@ -217,7 +250,7 @@ func resignBundle(cmd *cobra.Command, in string, signer policy.JWSSigner, out st
 		return err
 	}
 	// The re-signed bundle must load as a server would load it.
-	return signAndWrite(cmd, b, signer, out, func(data []byte) error {
+	return signAndWrite(cmd, b, signer, written{Bundle: out, Source: in}, asJSON, func(data []byte) error {
 		tmp, err := os.CreateTemp("", "custos-bundle-*")
 		if err != nil {
 			return err
@@ -236,9 +269,11 @@ func resignBundle(cmd *cobra.Command, in string, signer policy.JWSSigner, out st
 	})
 }
 
-// signAndWrite signs b, serializes it, runs check (if any) on the bytes and
-// writes them to out atomically.
-func signAndWrite(cmd *cobra.Command, b *bundle.Bundle, signer policy.JWSSigner, out string, check func([]byte) error) error {
+// signAndWrite signs b, serializes it, runs check (if any) on the bytes,
+// writes them to w.Bundle atomically and prints what it wrote (w, with
+// the rest filled in), as JSON with asJSON.
+func signAndWrite(cmd *cobra.Command, b *bundle.Bundle, signer policy.JWSSigner, w written, asJSON bool, check func([]byte) error) error {
+	out := w.Bundle
 	if err := policy.SignBundle(cmd.Context(), b, signer); err != nil {
 		return err
 	}
@@ -258,6 +293,10 @@ func signAndWrite(cmd *cobra.Command, b *bundle.Bundle, signer policy.JWSSigner,
 	seq, err := policy.BundleSequence(b)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		w.Digest, w.Revision, w.Key, w.Sequence = digest, b.Manifest.Revision, signer.KeyID(), seq
+		return writeJSON(cmd.OutOrStdout(), w)
 	}
 	claim := "no sequence claim"
 	if seq != 0 {

@@ -6,10 +6,12 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,7 +96,7 @@ func TestResignRefusesBrokenPolicy(t *testing.T) {
 		cmd := &cobra.Command{}
 		cmd.SetContext(ctx)
 		cmd.SetOut(&bytes.Buffer{})
-		err := resignBundle(cmd, in, signer, out, 0)
+		err := resignBundle(cmd, in, signer, out, 0, false)
 		if !errors.Is(err, policy.ErrTestsFailed) {
 			t.Errorf("%T: resignBundle err = %v, want ErrTestsFailed", signer, err)
 		}
@@ -262,4 +264,73 @@ func TestPolicyKeyFileErrorsNameTheFlag(t *testing.T) {
 			t.Errorf("custos %s: exit %d, stderr %q; want a failure naming --key %s", strings.Join(args[:2], " "), code, stderr, missing)
 		}
 	}
+}
+
+// TestPolicyBundleSignJSON: a rollout pipeline reads what 'policy bundle'
+// and 'policy sign' wrote from --json, one JSON document on stdout, and its
+// values are those of the file written: its path, its SHA-256, and the
+// revision, key and sequence a server loading it reports. Warnings stay on
+// stderr. There was no --json ("unknown flag: --json").
+func TestPolicyBundleSignJSON(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	priv, _ := es256KeyPEMs(t)
+	keyFile := filepath.Join(dir, "k.pem")
+	if err := os.WriteFile(keyFile, priv, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := policy.NewFileSigner("team", keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join("..", "..", "rego", "custos")
+	type written struct {
+		Bundle, Source, Digest, Revision, Key string
+		Sequence                              uint64
+	}
+	cli := func(args ...string) (written, string) {
+		t.Helper()
+		var o, e bytes.Buffer
+		if code := run(append(args, "--json", "--key", "team="+keyFile), &o, &e); code != 0 {
+			t.Fatalf("%s --json: exit %d\n%s%s", args[1], code, o.String(), e.String())
+		}
+		var got written
+		dec := json.NewDecoder(&o)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&got); err != nil || dec.More() {
+			t.Fatalf("%s --json is not one JSON document: %v\n%s", args[1], err, o.String())
+		}
+		return got, e.String()
+	}
+	check := func(what string, got written, file, source string, sequence uint64) {
+		t.Helper()
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, info, err := policy.LoadBundle(ctx, file, []policy.VerificationKey{fs.VerificationKey()}, policy.Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		want := written{Bundle: file, Source: source, Digest: fmt.Sprintf("sha256:%x", sha256.Sum256(data)),
+			Revision: info.Revision, Key: "team", Sequence: sequence}
+		if got != want || info.Digest != want.Digest || info.KeyID != "team" || info.Sequence != sequence {
+			t.Errorf("%s --json = %+v\nwant %+v (the server loads %+v)", what, got, want, info)
+		}
+	}
+	out := filepath.Join(dir, "p.tar.gz")
+	got, stderr := cli("policy", "bundle", src, "-o", out, "--sequence", "12", "--revision", "r-12")
+	check("bundle", got, out, src, 12)
+	if got.Revision != "r-12" || stderr != "" {
+		t.Errorf("bundle --json: revision %q, stderr %q", got.Revision, stderr)
+	}
+	kept := filepath.Join(dir, "kept.tar.gz")
+	got, stderr = cli("policy", "sign", out, "-o", kept)
+	check("sign", got, kept, out, 12)
+	if !strings.Contains(stderr, "keeping the bundle's sequence claim") {
+		t.Errorf("sign --json without --sequence: the warning is not on stderr: %q", stderr)
+	}
+	raised := filepath.Join(dir, "raised.tar.gz")
+	got, _ = cli("policy", "sign", out, "-o", raised, "--sequence", "13")
+	check("sign --sequence 13", got, raised, out, 13)
 }

@@ -106,7 +106,30 @@ Exit status:
 		newVersionCmd(),
 	)
 	argsAreUsage(root)
+	stateExitStatus(root)
 	return root
+}
+
+// exitStatusRule is the exit status of every command that is not a check,
+// as the root help gives it.
+const exitStatusRule = `Exit status (the rule of every command that is not a check: 'custos
+--help'): 0 done, 1 failed (the error says why), 2 bad usage.`
+
+// stateExitStatus gives the help of every command below cmd that does not
+// state its own exit status the root help's rule (before its examples),
+// so that each command's --help says what its exit status means.
+func stateExitStatus(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		stateExitStatus(c)
+	}
+	if !cmd.HasParent() || cmd.HasSubCommands() || strings.Contains(strings.ToLower(cmd.Long), "exit status") {
+		return
+	}
+	if i := strings.Index(cmd.Long, "\n\nExample"); i >= 0 {
+		cmd.Long = cmd.Long[:i] + "\n\n" + exitStatusRule + cmd.Long[i:]
+		return
+	}
+	cmd.Long = strings.TrimRight(cmd.Long, "\n") + "\n\n" + exitStatusRule
 }
 
 // argsAreUsage makes a wrong number or kind of positional arguments bad

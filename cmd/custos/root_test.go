@@ -63,12 +63,25 @@ func TestEveryGroupRejectsUnknownSubcommands(t *testing.T) {
 // (not a group, not cobra's completion and help) says what it does and
 // shows at least one example invocation of itself.
 func TestEveryCommandHelpTeaches(t *testing.T) {
-	var walk func(*cobra.Command)
-	n := 0
-	walk = func(c *cobra.Command) {
-		for _, s := range c.Commands() {
-			walk(s)
+	eachCommandHelp(t, func(c *cobra.Command, help string) {
+		if strings.TrimSpace(c.Long) == "" {
+			t.Errorf("%s --help says only %q: no description", c.CommandPath(), c.Short)
 		}
+		i := strings.Index(help, "\nExample")
+		if i < 0 || !strings.Contains(help[i:], "  "+c.CommandPath()) {
+			t.Errorf("%s --help shows no example of '%s ...'", c.CommandPath(), c.CommandPath())
+		}
+	})
+}
+
+// eachCommandHelp runs the --help of every command that does something
+// (not a group, not cobra's completion and help), walking the command tree
+// so that a command added later is covered too, and calls check with the
+// command and its help.
+func eachCommandHelp(t *testing.T, check func(c *cobra.Command, help string)) {
+	t.Helper()
+	n := 0
+	eachCommand(newRootCmd(new(bytes.Buffer), new(bytes.Buffer)), func(c *cobra.Command) {
 		if c.HasAvailableSubCommands() || !c.IsAvailableCommand() || c.Name() == "help" ||
 			(c.HasParent() && c.Parent().Name() == "completion") || c.Name() == "completion" {
 			return
@@ -80,16 +93,8 @@ func TestEveryCommandHelpTeaches(t *testing.T) {
 			t.Errorf("%s --help: exit %d\n%s", c.CommandPath(), code, errb.String())
 			return
 		}
-		help := out.String()
-		if strings.TrimSpace(c.Long) == "" {
-			t.Errorf("%s --help says only %q: no description", c.CommandPath(), c.Short)
-		}
-		i := strings.Index(help, "\nExample")
-		if i < 0 || !strings.Contains(help[i:], "  "+c.CommandPath()) {
-			t.Errorf("%s --help shows no example of '%s ...'", c.CommandPath(), c.CommandPath())
-		}
-	}
-	walk(newRootCmd(new(bytes.Buffer), new(bytes.Buffer)))
+		check(c, out.String())
+	})
 	if n < 25 {
 		t.Fatalf("checked %d commands, want at least 25", n)
 	}
@@ -157,4 +162,25 @@ func TestExportToSeqDefaultIsTheLatestCheckpoint(t *testing.T) {
 	if strings.Contains(u, "the head") || !strings.Contains(u, "latest signed checkpoint") {
 		t.Errorf("audit export --to-seq: %q, want the default named as the latest signed checkpoint", u)
 	}
+}
+
+// TestEveryCommandStatesItsExitStatus walks the command tree: the --help of
+// every command that does something (not a group, not cobra's completion
+// and help) states its exit status, its own or the root help's rule for
+// every command, so a script's author need not guess. Before, 20 of them
+// said nothing (22 of them: audit hash, btg grant, serve, ...), or only part of it
+// (audit prove: "refused (exit 2)").
+func TestEveryCommandStatesItsExitStatus(t *testing.T) {
+	eachCommandHelp(t, func(c *cobra.Command, help string) {
+		i := strings.Index(strings.ToLower(help), "exit status")
+		if i < 0 {
+			t.Errorf("%s --help does not state its exit status", c.CommandPath())
+			return
+		}
+		for _, code := range []string{"0", "1", "2"} {
+			if !strings.Contains(help[i:], code) {
+				t.Errorf("%s --help: its exit status names no %s:\n%s", c.CommandPath(), code, help[i:])
+			}
+		}
+	})
 }
