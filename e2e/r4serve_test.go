@@ -220,8 +220,9 @@ type r4Persona struct {
 // the resource templates and everything (every cursor followed) and reads
 // every URI it listed: every read is served (list/read agreement), with
 // the mimeType the list gave and as text or a base64 blob as
-// minimize.IsBinary says; no research read holds an identifying value of
-// a Patient, RelatedPerson or Person of the source. Each completes the
+// minimize.IsBinary says; no research read, and no listed name, title or
+// description of any persona, holds an identifying value of a Patient,
+// RelatedPerson or Person of the source. Each completes the
 // fhir template's patient (only patients it lists) and the id of its
 // first listed patient resource, and subscribes to that resource. Each
 // also reads a missing URI and one the clinician lists (another missing
@@ -353,6 +354,13 @@ func r4ServePersona(t *testing.T, data string, pe *r4Persona, hidden string, ide
 			break
 		}
 	}
+	leak := func(what, uri, s string) {
+		for v, src := range identifying {
+			if strings.Contains(s, v) {
+				fail("%s %s holds an identifying value of %s (%d bytes long)", what, uri, src, len(v))
+			}
+		}
+	}
 	for _, r := range pe.listed {
 		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: r.URI})
 		if err != nil {
@@ -379,13 +387,9 @@ func r4ServePersona(t *testing.T, data string, pe *r4Persona, hidden string, ide
 		case !minimize.IsBinary(c.MIMEType) && (c.Text == "" || c.Blob != nil):
 			fail("read %s: a %s payload served as a blob, or empty", r.URI, c.MIMEType)
 		}
+		leak("the name, title or description listed for", r.URI, r.Name+"\n"+r.Title+"\n"+r.Description)
 		if pe.name == "researcher" {
-			body := c.Text + string(c.Blob)
-			for v, src := range identifying {
-				if strings.Contains(body, v) {
-					fail("research read %s holds an identifying value of %s (%d bytes long)", r.URI, src, len(v))
-				}
-			}
+			leak("research read", r.URI, c.Text+string(c.Blob))
 		}
 	}
 	r4CompleteAndSubscribe(t, ctx, cs, pe, fail)
