@@ -218,8 +218,9 @@ type r4Persona struct {
 // says), a clinician without a care relationship, the biller, the
 // researcher, the auditor and a clinician of another tenant. Each lists
 // the resource templates and everything (every cursor followed) and reads
-// every URI it listed: every read is served (list/read agreement), with
-// the mimeType the list gave and as text or a base64 blob as
+// every URI it listed: every read is served (list/read agreement), every
+// page and read private to the caller with ttlMs 0, with the mimeType
+// the list gave and as text or a base64 blob as
 // minimize.IsBinary says; no research read, and no listed name, title or
 // description of any persona, holds an identifying value of a Patient,
 // RelatedPerson or Person of the source. Each completes the
@@ -349,6 +350,9 @@ func r4ServePersona(t *testing.T, data string, pe *r4Persona, hidden string, ide
 			t.Fatalf("%s: list page %d: %v", pe.name, pe.pages+1, err)
 		}
 		pe.pages++
+		if res.CacheScope != "private" || res.TTLMs != 0 {
+			fail("list page %d: cacheScope %q, ttlMs %d; want private, 0 (docs/uris.md)", pe.pages, res.CacheScope, res.TTLMs)
+		}
 		pe.listed = append(pe.listed, res.Resources...)
 		if cursor = res.NextCursor; cursor == "" {
 			break
@@ -368,6 +372,9 @@ func r4ServePersona(t *testing.T, data string, pe *r4Persona, hidden string, ide
 			continue
 		}
 		pe.reads++
+		if res.CacheScope != "private" || res.TTLMs != 0 {
+			fail("read %s: cacheScope %q, ttlMs %d; want private, 0 (docs/uris.md)", r.URI, res.CacheScope, res.TTLMs)
+		}
 		if len(res.Contents) != 1 {
 			fail("read %s: %d contents", r.URI, len(res.Contents))
 			continue
