@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -360,7 +362,7 @@ func r4ServePersona(t *testing.T, data string, pe *r4Persona, hidden string, ide
 	}
 	leak := func(what, uri, s string) {
 		for v, src := range identifying {
-			if strings.Contains(s, v) {
+			if containsWhole(s, v) {
 				fail("%s %s holds an identifying value of %s (%d bytes long)", what, uri, src, len(v))
 			}
 		}
@@ -512,5 +514,25 @@ func r4CheckAudit(t *testing.T, pe *r4Persona, recs []audit.Record) {
 	}
 	if len(subs) != len(want) || len(want) == 1 && !(subs[0] == want[0] || want[0] == "allow:*" && strings.HasPrefix(subs[0], "allow:")) {
 		t.Errorf("%s: subscribe records %v, want %v", pe.name, subs, want)
+	}
+}
+
+// containsWhole reports whether v occurs in s with no letter or digit
+// right before or after it: a postal code 75004 is not found in the
+// SNOMED code 252275004 of a title.
+func containsWhole(s, v string) bool {
+	alnum := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+	for i := 0; ; {
+		j := strings.Index(s[i:], v)
+		if j < 0 {
+			return false
+		}
+		j += i
+		before, _ := utf8.DecodeLastRuneInString(s[:j])
+		after, _ := utf8.DecodeRuneInString(s[j+len(v):])
+		if !alnum(before) && !alnum(after) {
+			return true
+		}
+		i = j + 1
 	}
 }
