@@ -15,8 +15,8 @@ VAULT_BIN = $$(tools/vault/build.sh)
 # in-memory repository, the real FHIR server custos sync is tested against;
 # about 120 MB). A directory added here is installed the same way.
 NPM_DIRS := e2e/tsclient e2e/inspector e2e/conformance e2e/validators e2e/fhirserver
-# The published examples of three FHIR implementation guides (IPS, AU Base,
-# mCODE; about 25 MB), which rego's TestIGExamplesViews reads: npm tarballs
+# The published examples of five FHIR implementation guides (IPS, AU Base,
+# mCODE, Genomics Reporting, SDC; about 42 MB), which rego's TestIGExamplesViews reads: npm tarballs
 # listed with their sha512 in e2e/igexamples/packages.lock, fetched with
 # `npm pack` and checked by e2e/igexamples/install.sh (npm ci cannot install
 # them: they depend on hl7.fhir.r4.core, which the npm registry lacks), again

@@ -54,8 +54,9 @@
 //     r4examples_test.go on HL7's own R4 examples (every persona's view)
 //     by the Safe Harbor properties (viewcheck_test.go: a checker written
 //     apart from package minimize, walking a view by the R4 types), and
-//     igexamples_test.go on the published examples of three implementation
-//     guides (IPS, AU Base, mCODE; e2e/igexamples) by the same checks.
+//     igexamples_test.go on the published examples of five implementation
+//     guides (IPS, AU Base, mCODE, Genomics Reporting, SDC;
+//     e2e/igexamples) by the same checks.
 //
 // This package only holds the policy text; package policy compiles and
 // evaluates it. A hospital can replace it with its own directory of .rego

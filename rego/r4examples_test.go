@@ -245,9 +245,12 @@ func examplePatients(examples []r4Example) []string {
 }
 
 // exampleFile is an example file as it is: its path and content.
+// schemaDefect, when set, says why HL7's R4 JSON schema refuses the file
+// although it is valid R4: its errors are logged, Medplum's still fail.
 type exampleFile struct {
-	path string
-	body []byte
+	path         string
+	body         []byte
+	schemaDefect string
 }
 
 // checkExampleViews decides and minimizes a read of every resource of
@@ -336,9 +339,18 @@ func checkExampleViews(t *testing.T, examples []r4Example, personas []r4Persona,
 	for _, f := range files {
 		checked = append(checked, f.body)
 	}
+	logged := map[string]bool{}
 	for _, inv := range validators.FHIR(t, checked).Invalid {
 		if inv.Index >= len(views) {
-			t.Errorf("%s: %s: %s", files[inv.Index-len(views)].path, inv.Validator, inv.Message)
+			f := files[inv.Index-len(views)]
+			if f.schemaDefect != "" && inv.Validator == "hl7-fhir-r4-json-schema" {
+				if !logged[f.path] {
+					t.Logf("%s: %s: %s (%s)", f.path, inv.Validator, inv.Message, f.schemaDefect)
+				}
+				logged[f.path] = true
+				continue
+			}
+			t.Errorf("%s: %s: %s", f.path, inv.Validator, inv.Message)
 			continue
 		}
 		m := minimized[inv.Index]
