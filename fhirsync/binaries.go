@@ -431,6 +431,11 @@ func binaryLine(resp *http.Response, body []byte, r binaryRef, max int) ([]byte,
 	if ct == "" {
 		return nil, fmt.Errorf("%w: %s: an unusable Content-Type", ErrServer, req)
 	}
+	if base64.StdEncoding.EncodedLen(len(body)) > max {
+		// Measured before it is encoded: the encoding and the line would
+		// take about three times the content (four such fetches at once).
+		return nil, fmt.Errorf("%w: %s: the content, base64-encoded into a Binary, is longer than %d bytes", ErrServer, req, max)
+	}
 	line, _ := json.Marshal(struct {
 		ResourceType string `json:"resourceType"`
 		ID           string `json:"id"`

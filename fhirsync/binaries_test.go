@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -641,5 +642,27 @@ func TestFetchBinaryTakesWhatImportTakes(t *testing.T) {
 	}
 	if len(line) > fhirin.DefaultMaxLine || len(line) <= 64<<20 {
 		t.Fatalf("the staged line is %d bytes; want more than 64 MiB (the case) and at most fhirin.DefaultMaxLine", len(line))
+	}
+}
+
+// TestBinaryContentTooLongIsRefusedBeforeEncoding: content answered as
+// itself whose base64 cannot fit a line (Options.MaxLine) is refused
+// before it is encoded: the encoding and the Binary's JSON were built
+// (about 2.7 times the content, on top of the answer held) and only then
+// measured, so four concurrent fetches of 96 MiB answers (DefaultMaxLine)
+// allocated over a gigabyte to refuse them.
+func TestBinaryContentTooLongIsRefusedBeforeEncoding(t *testing.T) {
+	const max = 4 << 20
+	body := bytes.Repeat([]byte{'%'}, max*3/4+1) // its base64 alone exceeds max
+	resp := &http.Response{Header: http.Header{"Content-Type": {"application/pdf"}}, Request: httptest.NewRequest("GET", "http://x/fhir/Binary/b", nil)}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := binaryLine(resp, body, binaryRef{ID: "b", ContentType: "application/pdf"}, max)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrServer) || !strings.Contains(err.Error(), "base64-encoded into a Binary, is longer than") {
+		t.Fatalf("err = %v; want ErrServer: the content, base64-encoded, is too long", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > uint64(len(body)) {
+		t.Errorf("refusing %d bytes of content allocated %d bytes; want it refused before it is encoded", len(body), n)
 	}
 }

@@ -1605,6 +1605,12 @@ func (d *deid) quantity(m map[string]any, typ string) (map[string]any, bool) {
 	if dimensionless(out) && d.bareNumber(out["value"]) {
 		return nil, false // see bareNumber
 	}
+	if out["unit"] == nil && out["code"] != nil && !quantitySystems[sys] && d.bareNumber(out["value"]) {
+		// A code of HL7's (fhirQuantityCode) names what is counted, not a
+		// unit of measure: alone it leaves the number bare (219099999
+		// coded v2-0203's "SS", a social security number).
+		return nil, false
+	}
 	if y, ok := calendarYear(m); ok {
 		if oldYear(y, d.now) || laterEraYear(m, y, d.now) {
 			return nil, false

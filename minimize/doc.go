@@ -69,7 +69,9 @@
 //     systems, CDC's and the TBD codes: one of their codes; of LOINC and
 //     SNOMED CT: with their check digits; of ISO 3166: a code an address
 //     keeps; of BCP-47: language, script and region only); a quantity
-//     keeps a code of HL7's code systems with its system, as a coding;
+//     keeps a code of HL7's code systems with its system, as a coding,
+//     but that code is no unit: without unit text its number is judged
+//     as a bare number;
 //     dates become the year (a year 90 or more before now, which
 //     tells an age over 89, is dropped), dates
 //     of birth of people over 89, or of such a year, are withheld; ages over 89 (by type, unit

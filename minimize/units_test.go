@@ -1213,9 +1213,9 @@ const medRequest0303 = `{"resourceType":"MedicationRequest","status":"active","i
 // UCUM code does (the code itself, one of its code system's, is released
 // with its system since h-terms, as a coding of HL7's code systems is);
 // a code the code system does not list (meddisp0301's "Vial") or that
-// says another form says nothing: the unit text beside it is dropped (a
-// listed code that says another form stays, as a UCUM code beside a
-// unit text it does not say).
+// says another form says nothing: the unit text beside it is dropped, and
+// a number of seven digits with it (a listed code alone is no unit of
+// measure: TestDeidentifyHL7QuantityCodeIsNoUnit).
 func TestDeidentifyDoseFormCodesSayTheUnit(t *testing.T) {
 	const form = "http://terminology.hl7.org/CodeSystem/v3-orderableDrugForm"
 	in := func(q string) string {
@@ -1233,12 +1233,8 @@ func TestDeidentifyDoseFormCodesSayTheUnit(t *testing.T) {
 	for unit, code := range map[string]string{"Cap": "TAB", "Vial": "Vial", "Cap ": "CAP ", "Stone": "STONE", "Smith": "SMITH"} {
 		for _, sys := range []string{form, "http://example.org/local-forms"} {
 			got := in(`{"value":77441124,"unit":` + strconvQuote(unit) + `,"system":"` + sys + `","code":` + strconvQuote(code) + `}`)
-			if sys == form && code == "TAB" { // a listed code: 77441124 tablets, as 77441124 mg beside a unit text it does not say
-				if !strings.Contains(got, `"doseQuantity":{"code":"TAB","system":"`+form+`","value":77441124}`) {
-					t.Errorf("77441124 %s beside %s of %s:\n got %s", unit, code, sys, got)
-				}
-				continue
-			}
+			// A listed code alone is no unit of measure: 77441124 beside
+			// TAB is a bare number (TestDeidentifyHL7QuantityCodeIsNoUnit).
 			if strings.Contains(got, "77441124") || strings.Contains(got, strconvQuote(unit)) {
 				t.Errorf("77441124 %s beside %s of %s:\n got %s", unit, code, sys, got)
 			}
@@ -1382,5 +1378,33 @@ func TestDeidentifyUnitWordsInSmallLettersAreUnits(t *testing.T) {
 				t.Errorf("77441124 %s:\n got %s", unit, got)
 			}
 		}
+	}
+}
+
+// TestDeidentifyHL7QuantityCodeIsNoUnit: a code of HL7's code systems that
+// a Quantity keeps (fhirQuantityCode) names what is counted, not a unit of
+// measure: a quantity whose only unit it is is judged as a bare number
+// (bareNumber). Since h-terms 219099999 coded "SS" (v2-0203, a social
+// security number) and 77441123 coded "MR" (a medical record number) were
+// released with the code that says what they are, and 1931 tablets.
+func TestDeidentifyHL7QuantityCodeIsNoUnit(t *testing.T) {
+	const v20203, form = "http://terminology.hl7.org/CodeSystem/v2-0203", "http://terminology.hl7.org/CodeSystem/v3-orderableDrugForm"
+	obs := func(q string) string {
+		return string(deidentify(t, []byte(`{"resourceType":"Observation","status":"final","subject":{"reference":"Patient/p"},"code":{"coding":[{"system":"http://loinc.org","code":"8480-6"}]},"valueQuantity":`+q+`}`), testAlias))
+	}
+	for _, q := range []string{
+		`{"value":219099999,"system":"` + v20203 + `","code":"SS"}`,
+		`{"value":77441123,"system":"` + v20203 + `","code":"MR"}`,
+		`{"value":77441123,"unit":"MRN","system":"` + v20203 + `","code":"MR"}`,
+		`{"value":5550145,"system":"` + v20203 + `","code":"PN"}`,
+		`{"value":77441123,"system":"` + form + `","code":"TAB"}`,
+		`{"value":1931,"system":"` + form + `","code":"TAB"}`,
+	} {
+		if got := obs(q); strings.Contains(got, "valueQuantity") {
+			t.Errorf("%s:\n got %s", q, got)
+		}
+	}
+	if got := obs(`{"value":4,"system":"` + form + `","code":"TAB"}`); !strings.Contains(got, `"valueQuantity":{"code":"TAB","system":"`+form+`","value":4}`) {
+		t.Errorf("4 TAB dropped:\n got %s", got)
 	}
 }

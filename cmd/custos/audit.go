@@ -451,15 +451,19 @@ func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool, pubke
 }
 
 // signedByNoKeyGiven reports whether the anchor check failed (anchorErr,
-// AnchorResult.Error) because an anchored note carries no signature by a
-// key in the verifier file (checkpoint.Open on a note.UnverifiedNoteError)
+// AnchorResult.Error) because the latest anchored checkpoint carries no
+// signature by a key in the verifier file (checkpoint.Open on a
+// note.UnverifiedNoteError, which names the checkpoint's origin)
 // rather than because the log does not match a checkpoint that verified
 // or a signature by a key in the file does not verify (note's
-// InvalidSignatureError: a changed note). The result crosses the admin
-// socket as text, so the two errors are told apart by their texts, taken
-// from the errors themselves.
+// InvalidSignatureError: a changed note). A rollback acknowledgement
+// signed by no key in the file (checkpoint.OpenRollback) is not: the
+// check reaches it only once the file verified the latest checkpoint, so
+// the file is the log's and the acknowledgement someone else's. The
+// result crosses the admin socket as text, so the errors are told apart
+// by their texts, taken from the errors themselves.
 func signedByNoKeyGiven(anchorErr string) bool {
-	return strings.Contains(anchorErr, checkpoint.ErrBadSignature.Error()+": "+(&note.UnverifiedNoteError{}).Error())
+	return strings.Contains(anchorErr, checkpoint.ErrBadSignature.Error()+": "+(&note.UnverifiedNoteError{}).Error()+": the checkpoint of origin ")
 }
 
 // verifyUnrecorded verifies a log that cannot take an access record (it

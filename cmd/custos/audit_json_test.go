@@ -292,4 +292,16 @@ func TestSignedByNoKeyGiven(t *testing.T) {
 			t.Errorf("%s: signedByNoKeyGiven(%q) = %v, want %v", c.name, err, got, c.want)
 		}
 	}
+	// A rollback acknowledgement signed by no key in the file, beside a
+	// latest checkpoint the file verified (CheckAgainst opens that one
+	// first): the file is the log's, the acknowledgement is not (a
+	// rollback acknowledged by someone else: tampering, not a key rotation).
+	r := checkpoint.Rollback{Origin: testOrigin, From: 1, Behind: 2, To: 2, Record: strings.Repeat("ab", 32)}
+	ack, err := checkpoint.SignRollback(r, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoint.OpenRollback(ack, bKeys); err == nil || signedByNoKeyGiven(err.Error()) {
+		t.Errorf("a rollback acknowledgement by another key: signedByNoKeyGiven(%v) = true, want false", err)
+	}
 }
