@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -76,6 +77,7 @@ var igControlKinds = map[string][]string{
 // views keep.
 func TestIGExamplesViews(t *testing.T) {
 	start := time.Now()
+	igPackagesAreTheLocked(t)
 	paths := exampleFiles(t, filepath.Join(igExamplesDir, "*", "example", "*.json"),
 		"the FHIR implementation guides' examples are not installed in "+igExamplesDir+" (run `make igexamples`)")
 	var sources []exampleFile
@@ -262,5 +264,30 @@ func checkResearchWalk(t *testing.T, examples []r4Example, typ string, n int) {
 	}
 	if walked < n {
 		t.Errorf("the research walk saw %d %s, want %d or more", walked, typ, n)
+	}
+}
+
+// igPackagesAreTheLocked fails the test when igExamplesDir holds packages
+// installed from another packages.lock than the committed one (its
+// install stamp, .custos-installed-lock, is a copy of the lock it
+// installed): after the lock changed without `make igexamples`, or an
+// install that failed and left the old packages, the test would run over
+// other examples than it names. Without an installed stamp it does
+// nothing: exampleFiles reports the missing packages.
+func igPackagesAreTheLocked(t *testing.T) {
+	t.Helper()
+	installed, err := os.ReadFile(filepath.Join(igExamplesDir, ".custos-installed-lock"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.ReadFile(filepath.Join(igExamplesDir, "..", "packages.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(installed, lock) {
+		t.Fatalf("%s holds packages installed from another packages.lock than ../packages.lock: run `make igexamples`", igExamplesDir)
 	}
 }
