@@ -104,7 +104,11 @@ import (
 //	Location.position                    dropped (geocodes)
 //	Extension, modifierExtension         url and valueCode when the url is in
 //	                                     allowedExtensions and the code one of
-//	                                     its codes, else dropped; an element
+//	                                     its codes; US Core race and
+//	                                     ethnicity: url and their ombCategory
+//	                                     and detailed CDC Race & Ethnicity
+//	                                     codings (complexExtensions); else
+//	                                     dropped; an element
 //	                                     with an unknown modifierExtension is
 //	                                     dropped whole, a resource with one
 //	                                     withheld
@@ -152,6 +156,31 @@ var allowedExtensions = map[string]map[string]bool{
 	"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex": setOf("F", "M", "UNK", "ASKU", "OTH"),
 }
 
+// US Core's race and ethnicity extensions (complexExtensions).
+const (
+	usCoreRace      = "http://hl7.org/fhir/us/core/StructureDefinition/us-core-race"
+	usCoreEthnicity = "http://hl7.org/fhir/us/core/StructureDefinition/us-core-ethnicity"
+)
+
+// complexExtensions are the complex extensions the deidentify walk keeps,
+// by URL, each with the sub-extensions it keeps, by url, and the code
+// system their valueCoding must be of: US Core's race and ethnicity
+// (parts ombCategory, detailed and text), released as their
+// ombCategory and detailed codings of CDC's Race & Ethnicity code set,
+// which the walk keeps as it keeps a coding anywhere (coding: one of its
+// codes, system and code, display dropped). Race and ethnicity are none
+// of Safe Harbor's 18 identifiers, and health-equity research needs them.
+// Their text sub-extension is free text ("White, per Evelyn Marsh"), so
+// it is dropped, as is any other sub-extension, a value of another type
+// and an extension on a sub-extension; an extension left with no
+// sub-extension is dropped whole (R4 ext-1: a value or extensions). The
+// view does not claim US Core's profile, which requires text (1..1): the
+// walk withholds Meta, meta.profile with it.
+var complexExtensions = map[string]map[string]string{
+	usCoreRace:      {"ombCategory": cdcRaceSystem, "detailed": cdcRaceSystem},
+	usCoreEthnicity: {"ombCategory": cdcRaceSystem, "detailed": cdcRaceSystem},
+}
+
 func setOf(vals ...string) map[string]bool {
 	m := make(map[string]bool, len(vals))
 	for _, v := range vals {
@@ -161,8 +190,13 @@ func setOf(vals ...string) map[string]bool {
 }
 
 // AllowedExtensions returns, sorted, the extension URLs the deidentify
-// obligation keeps (a fresh copy).
-func AllowedExtensions() []string { return slices.Sorted(maps.Keys(allowedExtensions)) }
+// obligation keeps (a fresh copy): those of allowedExtensions and of
+// complexExtensions.
+func AllowedExtensions() []string {
+	out := slices.AppendSeq(slices.Collect(maps.Keys(allowedExtensions)), maps.Keys(complexExtensions))
+	slices.Sort(out)
+	return out
+}
 
 // terminologySystems are the code systems whose codings the deidentify
 // walk keeps: public vocabularies, whose codes name concepts, not people.
@@ -2439,15 +2473,47 @@ func (d *deid) address(m map[string]any) (map[string]any, bool) {
 // extension keeps an allowed extension as its url and valueCode, when the
 // code is one the extension allows; anything else it carries is dropped,
 // and so is the extension if it has no such code (FHIR ext-1: a value or
-// extensions).
+// extensions). A complex extension is complexExtension's.
 func (d *deid) extension(m map[string]any) (map[string]any, bool) {
 	u, _ := m["url"].(string)
+	if parts := complexExtensions[u]; parts != nil {
+		return d.complexExtension(u, parts, m)
+	}
 	codes := allowedExtensions[u]
 	code, _ := m["valueCode"].(string)
 	if !codes[code] {
 		return nil, false
 	}
 	return map[string]any{"url": u, "valueCode": code}, true
+}
+
+// complexExtension keeps a complex extension of url u (complexExtensions)
+// as its url and the sub-extensions of parts, each as its url and a
+// valueCoding the walk keeps (coding) of the system parts names; its own
+// value, any other sub-extension, a sub-extension's other values, id and
+// extensions are dropped, and so is the extension when no sub-extension
+// is left (FHIR ext-1).
+func (d *deid) complexExtension(u string, parts map[string]string, m map[string]any) (map[string]any, bool) {
+	var kept []any
+	for _, x := range asArray(m["extension"]) {
+		sub, _ := x.(map[string]any)
+		su, _ := sub["url"].(string)
+		sys, ok := parts[su]
+		if !ok {
+			continue // text, free text; an unknown part
+		}
+		c, _ := sub["valueCoding"].(map[string]any)
+		if c == nil {
+			continue
+		}
+		if out, ok := d.coding(c); ok && out["system"] == sys {
+			kept = append(kept, map[string]any{"url": su, "valueCoding": out})
+		}
+	}
+	if len(kept) == 0 {
+		return nil, false
+	}
+	return map[string]any{"url": u, "extension": kept}, true
 }
 
 // absent is a data-absent-reason extension "masked", as an element.

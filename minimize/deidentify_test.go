@@ -314,6 +314,12 @@ func deidentifyRuleCases() []struct{ name, in, want string } {
 		{"birthDate: year, withheld over 89; allowed extension kept",
 			`{"resourceType":"Patient","birthDate":"1980-05-06","extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"F"},{"url":"http://x.example/mmn","valueString":"Smith"}]}`,
 			`{"birthDate":"1980","extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"F"}],"resourceType":"Patient"}`},
+		{"US Core race and ethnicity keep their OMB categories and detailed codes of CDC Race & Ethnicity, system and code: text and displays dropped (both extensions dropped whole until h-race)",
+			usCorePatient,
+			`{"birthDate":"2007","extension":[{"extension":[{"url":"ombCategory","valueCoding":{"code":"2106-3","system":"urn:oid:2.16.840.1.113883.6.238"}},{"url":"ombCategory","valueCoding":{"code":"1002-5","system":"urn:oid:2.16.840.1.113883.6.238"}},{"url":"ombCategory","valueCoding":{"code":"2028-9","system":"urn:oid:2.16.840.1.113883.6.238"}},{"url":"detailed","valueCoding":{"code":"1586-7","system":"urn:oid:2.16.840.1.113883.6.238"}},{"url":"detailed","valueCoding":{"code":"2036-2","system":"urn:oid:2.16.840.1.113883.6.238"}}],"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-race"},{"extension":[{"url":"ombCategory","valueCoding":{"code":"2135-2","system":"urn:oid:2.16.840.1.113883.6.238"}},{"url":"detailed","valueCoding":{"code":"2184-0","system":"urn:oid:2.16.840.1.113883.6.238"}},{"url":"detailed","valueCoding":{"code":"2148-5","system":"urn:oid:2.16.840.1.113883.6.238"}}],"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-ethnicity"},{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"F"}],"gender":"female","resourceType":"Patient"}`},
+		{"US Core race keeps no text, local code, identifier as a code, string, nested extension, id or value of its own; an ethnicity of its text alone is dropped whole",
+			raceLeaks,
+			`{"extension":[{"extension":[{"url":"ombCategory","valueCoding":{"code":"2054-5","system":"urn:oid:2.16.840.1.113883.6.238"}}],"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-race"}],"gender":"female","resourceType":"Patient"}`},
 		{"age over 89 dropped",
 			`{"resourceType":"Condition","subject":{"reference":"Patient/p"},"onsetAge":{"value":92,"unit":"a"}}`,
 			`{"resourceType":"Condition","subject":{"reference":"Patient/` + testAlias("p") + `"}}`},
@@ -616,6 +622,8 @@ func TestDeidentifyWithholds(t *testing.T) {
 	for _, in := range []string{
 		`[1,2]`, `"x"`, `{"resourceType":"NotAType","id":"x"}`, `{"name":"no resourceType"}`,
 		`{"resourceType":"Patient","modifierExtension":[{"url":"http://x.example/confidential","valueBoolean":true}]}`,
+		// Race is no modifier: kept only as an extension.
+		`{"resourceType":"Patient","modifierExtension":[{"url":"` + raceURL + `","extension":[` + raceCoding("ombCategory", cdcRace, "2106-3", "White") + `]}]}`,
 	} {
 		out, err := minimize.Apply("application/fhir+json", []byte(in), safeHarbor, minimize.Options{Now: deidNow})
 		if !errors.Is(err, minimize.ErrWithheld) || out != nil {

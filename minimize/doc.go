@@ -57,7 +57,12 @@
 //     (fhircodes_gen.go) or of its grammar (language, MIME type of a
 //     media type it knows, currency); free text,
 //     narrative, notes, identifiers, names, contact points, attachments,
-//     URIs and extensions not on [AllowedExtensions] are dropped; codings
+//     URIs and extensions not on [AllowedExtensions] are dropped (US
+//     Core race and ethnicity keep their ombCategory and detailed
+//     codings of CDC Race & Ethnicity, system and code, and nothing
+//     else: their text, free text, is dropped, and so is an extension
+//     left with no coding; the view claims no profile, Meta withheld,
+//     so it owes US Core's text nothing); codings
 //     are kept only for public terminologies (terminologySystems:
 //     LOINC, SNOMED CT, ICD, RxNorm, CVX, NDC, CPT, NUCC, UCUM, BCP-47,
 //     ISO 3166 and 4217, DICOM, RadLex, HL7's and FHIR's own, and for

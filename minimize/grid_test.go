@@ -352,6 +352,18 @@ func (gg gridGen) extension(url string, depth int) map[string]any {
 			}
 		}
 	}
+	if strings.HasPrefix(url, "http") {
+		// The parts a complex extension keeps or drops (US Core race's
+		// and ethnicity's ombCategory, detailed and text), each with the
+		// canary in every value[x] type, and as a CDC Race & Ethnicity
+		// code.
+		var parts []any
+		for _, p := range []string{"ombCategory", "detailed", "text"} {
+			parts = append(parts, gg.extension(p, depth),
+				map[string]any{"url": p, "valueCoding": map[string]any{"system": cdcRace, "code": gg.c.token}})
+		}
+		x["extension"] = parts
+	}
 	return x
 }
 

@@ -45,9 +45,12 @@ func igPersonas() []r4Persona {
 // igControlKinds are r4ControlKinds but for the kinds the guides'
 // examples do not hold in the views' sources: no Attachment in a
 // research view's source, no contained resource, disposition or
-// processNote in a biller's.
+// processNote in a biller's; and with the text of US Core's race and
+// ethnicity in mCODE's Patients (a research view keeps their codes
+// alone: raceProblems).
 var igControlKinds = map[string][]string{
-	"researcher": slices.DeleteFunc(slices.Clone(r4ControlKinds["researcher"]), func(k string) bool { return k == "type Attachment" }),
+	"researcher": append(slices.DeleteFunc(slices.Clone(r4ControlKinds["researcher"]), func(k string) bool { return k == "type Attachment" }),
+		"a race or ethnicity part other than"),
 	"biller": slices.DeleteFunc(slices.Clone(r4ControlKinds["biller"]),
 		func(k string) bool { return k == "an element the billing views drop" }),
 }

@@ -119,6 +119,7 @@ func safeHarborProblems(view map[string]any, alias string, nowYear int) []string
 	if !fhirr4.Resources[typ] {
 		return []string{"no R4 resource type"}
 	}
+	parts := map[string]bool{} // the paths of race and ethnicity parts' urls raceProblems accepts
 	walkTyped(view, "", func(owner, name string, el fhirr4.Element, x any, path string) bool {
 		switch {
 		case x == nil:
@@ -161,6 +162,9 @@ func safeHarborProblems(view map[string]any, alias string, nowYear int) []string
 				fail(path, "free text (%s)", t)
 			}
 		case t == "uri" || t == "url" || t == "canonical" || t == "oid" || t == "uuid" || t == "id":
+			if parts[path] {
+				break // "ombCategory", "detailed" (raceProblems)
+			}
 			if owner == "Reference" && name == "type" {
 				if !fhirr4.Resources[s] {
 					fail(path, "a reference type that is no R4 resource type")
@@ -179,6 +183,8 @@ func safeHarborProblems(view map[string]any, alias string, nowYear int) []string
 			addressProblems(x, path, fail)
 		case t == "Age":
 			ageProblems(x, path, fail)
+		case t == "Extension":
+			raceProblems(x, path, parts, fail)
 		case t == "Reference":
 			for k := range x.(map[string]any) {
 				if k != "reference" && k != "type" {
@@ -206,6 +212,41 @@ func safeHarborProblems(view map[string]any, alias string, nowYear int) []string
 		}
 	}
 	return out
+}
+
+// raceExtensions are US Core's race and ethnicity extensions, which a
+// research view keeps as their OMB categories and detailed codes of CDC
+// Race & Ethnicity alone (docs/policy.md, "Extension allow-list").
+var raceExtensions = map[string]bool{
+	"http://hl7.org/fhir/us/core/StructureDefinition/us-core-race":      true,
+	"http://hl7.org/fhir/us/core/StructureDefinition/us-core-ethnicity": true,
+}
+
+// raceProblems fails a race or ethnicity extension x (at path) that holds
+// anything but its url and parts, each its url "ombCategory" or
+// "detailed" and a valueCoding of CDC Race & Ethnicity, and records in
+// parts the paths of the parts' urls it accepts (relative urls, which
+// knownCanonical is not asked about). Their "text" part is free text.
+func raceProblems(x any, path string, parts map[string]bool, fail func(path, format string, args ...any)) {
+	m, _ := x.(map[string]any)
+	if u, _ := m["url"].(string); !raceExtensions[u] {
+		return
+	}
+	for k := range m {
+		if k != "url" && k != "extension" {
+			fail(path+"."+k, "a race or ethnicity extension's %s", k)
+		}
+	}
+	for i, y := range asList(m["extension"]) {
+		p := fmt.Sprintf("%s.extension[%d]", path, i)
+		sub, _ := y.(map[string]any)
+		c, _ := sub["valueCoding"].(map[string]any)
+		if u := sub["url"]; len(sub) != 2 || u != "ombCategory" && u != "detailed" || c["system"] != "urn:oid:2.16.840.1.113883.6.238" {
+			fail(p, "a race or ethnicity part other than an OMB category or detailed code of CDC Race & Ethnicity")
+			continue
+		}
+		parts[p+".url"] = true
+	}
 }
 
 // containedResourceID is the path of a contained resource's id.
@@ -333,8 +374,11 @@ var shTerminologies = map[string]bool{
 	"http://www.sequenceontology.org": true, "http://www.whocc.no/atc": true, "urn:oid:2.16.840.1.113883.6.238": true,
 	"http://hl7.org/fhir/uv/genomics-reporting/CodeSystem/tbd-codes-cs": true,
 	// The extensions outside FHIR's own that docs/policy.md's extension
-	// allow-list names.
-	"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex": true,
+	// allow-list names (race and ethnicity: raceProblems judges their
+	// parts).
+	"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex":  true,
+	"http://hl7.org/fhir/us/core/StructureDefinition/us-core-race":      true,
+	"http://hl7.org/fhir/us/core/StructureDefinition/us-core-ethnicity": true,
 }
 
 // fhirCanonical is one of HL7's code systems, or one of FHIR's own code
@@ -523,6 +567,13 @@ const withheldSignature = `{"resourceType":"Provenance","id":"c2","signature":[{
 var researchViewAccepted = []struct{ old, new string }{
 	{`"country":"US"`, `"country":"United States"`},
 	{`"gender":"female"`, `"gender":"female","extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"F"}]`},
+	{`"gender":"female"`, `"gender":"female","extension":[` + raceView(`{"url":"ombCategory","valueCoding":{"system":"urn:oid:2.16.840.1.113883.6.238","code":"2106-3"}},{"url":"detailed","valueCoding":{"system":"urn:oid:2.16.840.1.113883.6.238","code":"2108-9"}}`) + `]`},
+}
+
+// raceView is a race extension of a research view with parts (JSON
+// objects, comma-separated).
+func raceView(parts string) string {
+	return `{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-race","extension":[` + parts + `]}`
 }
 
 // researchViewLeaks are edits of researchViewBase (old, new) and the
@@ -557,7 +608,13 @@ var researchViewLeaks = []struct{ old, new, want string }{
 	{`"system":"http://loinc.org"`, `"system":"http://mercy.example/mrn"`, "no known terminology"},
 	{`"system":"http://loinc.org"`, `"system":"http://hl7.org/fhir/sid/us-ssn"`, "no known terminology"},
 	{`"gender":"female"`, `"gender":"female","extension":[{"url":"http://mercy.example/ext","valueCode":"x"}]`, "no known terminology"},
-	{`"gender":"female"`, `"gender":"female","extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-race","valueCode":"x"}]`, "no known terminology"},
+	{`"gender":"female"`, `"gender":"female","extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-race","valueCode":"x"}]`, "a race or ethnicity extension's valueCode"},
+	{`"gender":"female"`, `"gender":"female","extension":[` + raceView(`{"url":"text","valueString":"White (per Evelyn Marsh)"}`) + `]`, "free text"},
+	{`"gender":"female"`, `"gender":"female","extension":[` + raceView(`{"url":"text","valueString":"White (per Evelyn Marsh)"}`) + `]`, "a race or ethnicity part other than"},
+	{`"gender":"female"`, `"gender":"female","extension":[` + raceView(`{"url":"detailed","valueCoding":{"system":"http://mercy.example/race","code":"2106-3"}}`) + `]`, "no known terminology"},
+	{`"gender":"female"`, `"gender":"female","extension":[` + raceView(`{"url":"ombCategory","valueCoding":{"system":"urn:oid:2.16.840.1.113883.6.238","code":"2106-3","display":"Evelyn Marsh"}}`) + `]`, "free text"},
+	{`"gender":"female"`, `"gender":"female","extension":[` + raceView(`{"url":"ombCategory","valueCoding":{"system":"urn:oid:2.16.840.1.113883.6.238","code":"2106-3"},"extension":[{"url":"http://x.example/by","valueString":"Evelyn Marsh"}]}`) + `]`, "a race or ethnicity part other than"},
+	{`"gender":"female"`, `"gender":"female","extension":[{"url":"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex","valueCode":"F","extension":[{"url":"ombCategory","valueCoding":{"system":"urn:oid:2.16.840.1.113883.6.238","code":"2106-3"}}]}]`, "no known terminology"},
 	{`"country":"US"`, `"country":"United Kingdom"`, "a ZIP3 outside the US"},
 	{`"_issued":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]}`,
 		`"_status":{"id":"Evelyn"}`, "a companion"},

@@ -62,6 +62,9 @@ var terminologySystems = []string{
 	"urn:iso:std:iso:4217", "http://www.nlm.nih.gov/research/umls/rxnorm", "http://unitsofmeasure.org",
 	"urn:ietf:bcp:47", "http://hl7.org/fhir/sid/cvx", "http://dicom.nema.org/resources/ontology/DCM",
 	"http://www.radlex.org",
+	// CDC Race & Ethnicity, whose codes US Core's race and ethnicity
+	// extensions carry (its OID has an IPv4 address's form).
+	"urn:oid:2.16.840.1.113883.6.238",
 }
 
 var (
@@ -395,10 +398,13 @@ func isTerminology(key, val string) bool {
 var fhirCodeSystemRE = regexp.MustCompile(`^http://hl7\.org/fhir/[a-z][a-z0-9-]+$`)
 
 // definitionURLs are the extension URLs that may stay: they name HL7
-// definitions (why a value is absent, sex assigned at birth), not people.
+// definitions (why a value is absent, sex assigned at birth, race and
+// ethnicity), not people.
 var definitionURLs = []string{
 	"http://hl7.org/fhir/StructureDefinition/data-absent-reason",
 	"http://hl7.org/fhir/us/core/StructureDefinition/us-core-birthsex",
+	"http://hl7.org/fhir/us/core/StructureDefinition/us-core-race",
+	"http://hl7.org/fhir/us/core/StructureDefinition/us-core-ethnicity",
 }
 
 func (s *Scanner) scalar(ptr, key, val string, add func(string)) {
