@@ -245,6 +245,38 @@ type ManifestFile struct {
 	Count *int   `json:"count"`
 }
 
+// IsReport reports whether f, a file of a manifest's output[], is the
+// export's report rather than its data: a file of OperationOutcomes (as
+// some servers list their error file), which custos import and custos
+// sync read as a file of error[] is (Reports) and never import, since its
+// diagnostics may quote a patient and an error in it means the export is
+// incomplete, as an export directory's OperationOutcome.ndjson is read
+// (dirOutcomes).
+func (f ManifestFile) IsReport() bool { return f.Type == "OperationOutcome" }
+
+// ReportFile is a file of an export's report (NDJSON of OperationOutcome):
+// At is where the manifest lists it ("error[0]", "outcome[1]",
+// "output[2]"), URL its url.
+type ReportFile struct{ At, URL string }
+
+// Reports are the manifest's report files, in the order a reader checks
+// them before any data: its error[] (Bulk Data 2.0) and outcome[] (later
+// editions) files, then the output[] files that are reports (IsReport).
+func (m *ExportManifest) Reports() []ReportFile {
+	var out []ReportFile
+	for _, list := range []struct {
+		field string
+		files []ManifestFile
+	}{{"error", m.Error}, {"outcome", m.Outcome}, {"output", m.Output}} {
+		for i, f := range list.files {
+			if list.field != "output" || f.IsReport() {
+				out = append(out, ReportFile{At: list.field + "[" + itoa(i) + "]", URL: f.URL})
+			}
+		}
+	}
+	return out
+}
+
 // Next is the URL of the manifest's next page ("" when none).
 func (m *ExportManifest) Next() string {
 	for _, l := range m.Link {
@@ -289,29 +321,15 @@ func manifestSources(path string, complete bool) ([]source, error) {
 		return nil, newError(name, "outputOrganizedBy", ErrManifest, "output organized by a resource type is not imported: export the output by type")
 	}
 	dir := filepath.Dir(path)
-	for _, list := range []struct {
-		field string
-		files []ManifestFile
-	}{{"error", m.Error}, {"outcome", m.Outcome}} {
-		for i, f := range list.files {
-			if err := exportOutcomes(name, dir, list.field+"["+itoa(i)+"]", f.URL); err != nil {
-				return nil, err
-			}
+	for _, r := range m.Reports() {
+		if err := exportOutcomes(name, dir, r.At, r.URL); err != nil {
+			return nil, err
 		}
 	}
-	// An output file of OperationOutcomes is the export's report listed
-	// as output (as some servers list their error file), checked as a
-	// file of error[] is and never imported: its diagnostics may quote a
-	// patient, and an error in it means the export is incomplete, as an
-	// export directory's OperationOutcome.ndjson is read (dirOutcomes).
 	var data []int // the indexes of the output files that are data
 	for i, f := range m.Output {
-		if f.Type != "OperationOutcome" {
+		if !f.IsReport() {
 			data = append(data, i)
-			continue
-		}
-		if err := exportOutcomes(name, dir, "output["+itoa(i)+"]", f.URL); err != nil {
-			return nil, err
 		}
 	}
 	if len(data) == 0 && len(m.Deleted) == 0 {

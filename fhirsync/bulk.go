@@ -98,25 +98,19 @@ func (c *client) bulkExport(ctx context.Context, st *stage, path string, since t
 	if err := fc.manifestPages(ctx, &m); err != nil {
 		return bulkResult{}, err
 	}
-	// Errors, warnings and information of the export are in its error
-	// (2.0) or outcome (later editions) files, or in an output file of
+	// Errors, warnings and information of the export are in its report
+	// (fhirin.ExportManifest.Reports): its error
+	// (2.0) or outcome (later editions) files, or an output file of
 	// type OperationOutcome (a server listing its report as output: read
 	// as one, never staged as data, as custos import reads such a
 	// manifest): an error means an incomplete export, fetched before any
 	// output.
-	outcomes, output := slices.Concat(m.Error, m.Outcome), []fhirin.ManifestFile(nil)
-	for _, o := range m.Output {
-		if o.Type == "OperationOutcome" {
-			outcomes = append(outcomes, o)
-		} else {
-			output = append(output, o)
-		}
-	}
-	for _, e := range outcomes {
-		if err := fc.checkOutcomes(ctx, e.URL); err != nil {
+	for _, r := range m.Reports() {
+		if err := fc.checkOutcomes(ctx, r.URL); err != nil {
 			return bulkResult{}, err
 		}
 	}
+	output := slices.DeleteFunc(slices.Clone(m.Output), fhirin.ManifestFile.IsReport)
 	n := 0
 	for _, o := range output {
 		// The type is the server's text: named only if it is an R4
