@@ -9,7 +9,7 @@ import (
 	"github.com/custos-mcp/custos/internal/synthbundle"
 )
 
-// TestBundleReadHoldsOneCopy reads a 16 MB transaction Bundle (synthbundle:
+// TestBundleReadHoldsOneCopy reads an 8 MB transaction Bundle (synthbundle:
 // urn:uuid references between entries, base64 notes) as a file and as a
 // .json.gz file, and measures the heap a Read retains once the Bundle is
 // indexed (after a collection, at the first item the last pass yields):
@@ -21,7 +21,7 @@ import (
 func TestBundleReadHoldsOneCopy(t *testing.T) {
 	dir := t.TempDir()
 	plain := filepath.Join(dir, "big.json")
-	sum := writeSynthBundle(t, plain, 16_000_000)
+	sum := writeSynthBundle(t, plain, 8_000_000)
 	gz := filepath.Join(dir, "big.json.gz")
 	data, err := os.ReadFile(plain)
 	if err != nil {
