@@ -1,9 +1,15 @@
 package fhirin
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/custos-mcp/custos/internal/synthbundle"
@@ -108,4 +114,53 @@ func writeSynthBundle(t *testing.T, path string, size int64) synthbundle.Summary
 		t.Fatal(err)
 	}
 	return sum
+}
+
+// TestReadJSONFileAsReadJSON: readJSONFile gives what readJSON gives on
+// the same stream, items, problems and error, whether it reads the file
+// whole or hands it to readJSON: a file of the size its Stat gave, one
+// that grew or shrank since, one whose read fails part way, one cut short
+// (not JSON).
+func TestReadJSONFileAsReadJSON(t *testing.T) {
+	data, err := os.ReadFile("testdata/synthea-bundle.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing := func() io.Reader {
+		return io.MultiReader(bytes.NewReader(data[:1000]), failingReader{errors.New("input/output error")})
+	}
+	whole := func() io.Reader { return bytes.NewReader(data) }
+	cut := func() io.Reader { return bytes.NewReader(data[:len(data)/2]) }
+	for _, c := range []struct {
+		name string
+		r    func() io.Reader
+		size int64
+	}{
+		{"as stated", whole, int64(len(data))},
+		{"grew", whole, int64(len(data)) - 10},
+		{"shrank", whole, int64(len(data)) + 10},
+		{"read failed", failing, int64(len(data))},
+		{"cut short", cut, int64(len(data) / 2)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			read := func(fn func(rd *reader, s *source) error) string {
+				var items []string
+				rd := &reader{ctx: t.Context(), opts: Options{Link: testLink}, log: slog.New(slog.DiscardHandler), idx: newIndex(), seen: map[string]bool{},
+					emit: true, bundlePhase: true, yield: func(it Item) error {
+						items = append(items, fmt.Sprintf("%s/%s %s %q", it.Type, it.ID, it.Patient, it.Body))
+						return nil
+					}}
+				err := fn(rd, &source{path: "b.json", name: "b.json"})
+				return fmt.Sprintf("items %q\nproblems %v\nerror %v", items, rd.problems, err)
+			}
+			got := read(func(rd *reader, s *source) error { return rd.readJSONFile(s, c.r(), c.size) })
+			want := read(func(rd *reader, s *source) error { return rd.readJSON(s, c.r()) })
+			if got != want {
+				t.Errorf("readJSONFile:\n%s\nreadJSON:\n%s", got, want)
+			}
+			if !strings.Contains(want, "Observation/") && c.name == "as stated" {
+				t.Errorf("read no Observation: %s", want)
+			}
+		})
+	}
 }
