@@ -607,7 +607,7 @@ func (rd *reader) readFile(s *source, f io.Reader, size int64) error {
 // decoder the object was held twice, in the decoder's buffer (grown by
 // doubling to hold it: a 238 MB Bundle's buffer was 256 MB, and the
 // buffers it grew through garbage) and in the copy Decode returns,
-// and a Bundle's read peaked at 6–8 × its size (docs/benchmarks.md, "A
+// and a Bundle's read peaked at 5–8 × its size (docs/benchmarks.md, "A
 // large Bundle's memory"). Anything else (a file larger than MaxLine,
 // several values, an array, JSON that json.Valid refuses, a file whose
 // size is not the one its Stat gave) is read by readJSON from its first
