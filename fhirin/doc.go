@@ -146,12 +146,14 @@
 //     FuzzBundleReading).
 //   - Memory is bounded: NDJSON is read line by line (Options.MaxLine,
 //     DefaultMaxLine), gzip streamed, one Bundle or JSON value in memory at
-//     a time; across the input only an index of Binary ids, of the
-//     (patient, Binary id) pairs named with their label components, and of
-//     opted-out and VIP patient ids is kept (Read makes two passes, and
-//     a third between them only when a Binary's securityContext names a
-//     resource other than a Patient, reading of a file of one type only
-//     one of those resources' types).
+//     a time, held once (a file of one JSON object read into one slice of
+//     its size, readJSONFile; a decoder's buffer dropped after a large
+//     value, release: TestBundleReadHoldsOneCopy); across the input only
+//     an index of Binary ids, of the (patient, Binary id) pairs named with
+//     their label components, and of opted-out and VIP patient ids is
+//     kept (Read makes two passes, and a third between them only when a
+//     Binary's securityContext names a resource other than a Patient,
+//     reading of a file of one type only one of those resources' types).
 //   - Every read of a file sees the same file: each hashes all its bytes
 //     as it parses them and compares them, with its size, with the first
 //     read's (and its size and modification time before and after it),

@@ -452,7 +452,7 @@ func (rd *reader) readSource(s *source) error {
 		return newError(s.name, "", ErrFormat, "%v", pathErr(err))
 	}
 	h := sha256.New()
-	err = rd.readFile(s, io.TeeReader(f, h))
+	err = rd.readFile(s, io.TeeReader(f, h), fi.Size())
 	if _, ok := err.(*Error); err != nil && !ok {
 		return err // yield's, ctx's, errTooMany: Read ends
 	}
@@ -570,8 +570,9 @@ func (rd *reader) filesUnchanged(srcs []source) error {
 	return nil
 }
 
-// readFile reads the file of s, whose bytes f yields.
-func (rd *reader) readFile(s *source, f io.Reader) error {
+// readFile reads the file of s, whose bytes f yields, of size bytes by
+// its Stat before the read.
+func (rd *reader) readFile(s *source, f io.Reader, size int64) error {
 	var r io.Reader = f
 	if s.gz {
 		zr, err := gzip.NewReader(bufio.NewReaderSize(f, 64<<10))
@@ -592,8 +593,63 @@ func (rd *reader) readFile(s *source, f io.Reader) error {
 	if s.ndjson {
 		return rd.readNDJSON(s, r)
 	}
+	if !s.gz && readWhole {
+		return rd.readJSONFile(s, br, size)
+	}
 	return rd.readJSON(s, r)
 }
+
+// readJSONFile reads a JSON file of size bytes (s not gzipped), whose bytes
+// r yields. A file that is one JSON object (a Bundle, a resource) and no
+// larger than MaxLine (after a byte order mark) is read into one slice of
+// its size, checked by json.Valid, and that object is the unit read: it is
+// what readJSON's decoder would have given, at the same line. Through the
+// decoder the object was held twice, in the decoder's buffer (grown by
+// doubling to hold it: a 238 MB Bundle's buffer was 256 MB, and the
+// buffers it grew through garbage) and in the copy Decode returns,
+// and a Bundle's read peaked at 5–8 × its size (docs/benchmarks.md, "A
+// large Bundle's memory"). Anything else (a file larger than MaxLine,
+// several values, an array, JSON that json.Valid refuses, a file whose
+// size is not the one its Stat gave) is read by readJSON from its first
+// byte, the bytes already read first, so its items and errors are
+// readJSON's, texts, lines and offsets included: nothing is read twice
+// from the file, and the file's hash (sameFile) covers the bytes parsed.
+func (rd *reader) readJSONFile(s *source, r io.Reader, size int64) error {
+	limit := int64(rd.opts.maxLine()) + int64(len(utf8BOM))
+	if size < 0 || size > limit {
+		return rd.readJSON(s, r)
+	}
+	data := make([]byte, size+1) // a byte more: a file that grew is not read whole
+	n, err := io.ReadFull(r, data)
+	data = data[:n]
+	switch {
+	case err == nil: // it grew: the rest follows
+		return rd.readJSON(s, io.MultiReader(bytes.NewReader(data), r))
+	case err != io.ErrUnexpectedEOF && err != io.EOF:
+		return rd.readJSON(s, io.MultiReader(bytes.NewReader(data), failingReader{err}))
+	}
+	if err := rd.ctx.Err(); err != nil {
+		return err
+	}
+	body := bytes.TrimPrefix(data, utf8BOM)
+	start := skipSpace(body, 0)
+	if int64(n) != size || len(body) > rd.opts.maxLine() || start == len(body) || body[start] != '{' || !json.Valid(body) {
+		return rd.readJSON(s, bytes.NewReader(data))
+	}
+	end := len(bytes.TrimRight(body, " \t\r\n"))
+	line := 1 + bytes.Count(body[:start], []byte{'\n'})
+	return rd.problem(rd.unit(s, line, body[start:end:end], true))
+}
+
+// readWhole: readFile reads a JSON file by readJSONFile (a variable: the
+// tests read every input through readJSON too, TestBundleReadingAgreesWithPlain).
+var readWhole = true
+
+// failingReader fails every read with err: the read error that cut a
+// readJSONFile read short, for readJSON to report where it would have.
+type failingReader struct{ err error }
+
+func (f failingReader) Read([]byte) (int, error) { return 0, f.err }
 
 // readNDJSON reads one JSON object a line; blank lines are skipped.
 func (rd *reader) readNDJSON(s *source, r io.Reader) error {
@@ -685,9 +741,23 @@ func (c *countReader) Read(p []byte) (int, error) {
 
 // readJSON reads a stream of JSON values: one resource or Bundle, several
 // concatenated, or arrays of them.
+//
+// A json.Decoder keeps the buffer it grew to hold a value (its capacity
+// the value's size rounded up to a power of two) for as long as it reads:
+// a top-level value's own bytes (raw, a copy) were then held twice while
+// the value was read, and a 238 MB Bundle's read held 256 MB of buffer
+// beside it (docs/benchmarks.md, "A large Bundle's memory"). Once a
+// top-level value of at least releaseAfter bytes is decoded, the decoder is
+// replaced by one reading what the old one had read ahead and then the
+// rest of the stream (release), so only raw stays. A value inside a
+// top-level array keeps the decoder: a new one would not know it reads an
+// array.
 func (rd *reader) readJSON(s *source, r io.Reader) error {
 	cr := &countReader{r: skipBOM(bufio.NewReaderSize(r, 64<<10)), max: int64(rd.opts.maxLine())}
 	dec := json.NewDecoder(cr)
+	// base is the offset in the stream at which dec began reading: a
+	// decoder's offsets (InputOffset) are its own.
+	var base int64
 	// lineOf returns the line of the value that just ended at
 	// dec.InputOffset() and is len(raw) bytes long: the newlines read, less
 	// those still buffered ahead, less those inside the value.
@@ -696,13 +766,17 @@ func (rd *reader) readJSON(s *source, r io.Reader) error {
 		_, _ = io.Copy(&ahead, dec.Buffered()) // a *bytes.Reader: WriteTo, no copy
 		return int(cr.lines-int64(ahead)-int64(bytes.Count(raw, []byte{'\n'}))) + 1
 	}
-	decodeOne := func() (json.RawMessage, error) {
+	decodeOne := func(top bool) (json.RawMessage, int, error) {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, rd.jsonStreamErr(s, cr, dec, err)
+			return nil, 0, rd.jsonStreamErr(s, cr, dec, base, err)
 		}
-		cr.mark = dec.InputOffset()
-		return raw, nil
+		line := lineOf(raw)
+		if top && len(raw) >= releaseAfter {
+			dec, cr, base = release(dec, cr, base)
+		}
+		cr.mark = base + dec.InputOffset()
+		return raw, line, nil
 	}
 	n := 0
 	for {
@@ -714,13 +788,13 @@ func (rd *reader) readJSON(s *source, r io.Reader) error {
 			break
 		}
 		if err != nil {
-			return rd.jsonStreamErr(s, cr, dec, err)
+			return rd.jsonStreamErr(s, cr, dec, base, err)
 		}
 		n++
 		if tok == '[' {
-			at, _ := errorAt(cr, dec, nil) // the line of the '['
+			at, _ := errorAt(cr, dec, base, nil) // the line of the '['
 			if _, err := dec.Token(); err != nil {
-				return rd.jsonStreamErr(s, cr, dec, err)
+				return rd.jsonStreamErr(s, cr, dec, base, err)
 			}
 			if !dec.More() {
 				// Like an empty file: no resource, no Bundle, and an
@@ -730,24 +804,24 @@ func (rd *reader) readJSON(s *source, r io.Reader) error {
 				}
 			}
 			for dec.More() {
-				raw, err := decodeOne()
+				raw, line, err := decodeOne(false)
 				if err != nil {
 					return err
 				}
-				if err := rd.problem(rd.unit(s, lineOf(raw), raw, true)); err != nil {
+				if err := rd.problem(rd.unit(s, line, raw, true)); err != nil {
 					return err
 				}
 			}
 			if _, err := dec.Token(); err != nil {
-				return rd.jsonStreamErr(s, cr, dec, err)
+				return rd.jsonStreamErr(s, cr, dec, base, err)
 			}
 			continue
 		}
-		raw, err := decodeOne()
+		raw, line, err := decodeOne(true)
 		if err != nil {
 			return err
 		}
-		if err := rd.problem(rd.unit(s, lineOf(raw), raw, true)); err != nil {
+		if err := rd.problem(rd.unit(s, line, raw, true)); err != nil {
 			return err
 		}
 	}
@@ -755,6 +829,31 @@ func (rd *reader) readJSON(s *source, r io.Reader) error {
 		return newError(where(s, 1), "", ErrFormat, "empty file")
 	}
 	return nil
+}
+
+// releaseAfter is the size of a top-level JSON value from which readJSON
+// releases its decoder's buffer once the value is decoded (a variable: the
+// tests release after every value, to read every input both ways).
+var releaseAfter = 1 << 20
+
+// release returns a decoder that reads on where dec, which began at base
+// of the stream cr counts, stopped: first the bytes dec read ahead (copied
+// out of its buffer, which is left to the garbage collector with dec),
+// then the rest of cr's reader; with its countReader, counting as cr
+// counted, and the offset at which it begins. The bytes read ahead are
+// uncounted from cr's lines, and counted again as the new decoder reads
+// them, so that lines and offsets (lineOf, errorAt) and the MaxLine bound
+// of the next value read on as they would with dec.
+func release(dec *json.Decoder, cr *countReader, base int64) (*json.Decoder, *countReader, int64) {
+	ahead, _ := io.ReadAll(dec.Buffered()) // a copy: never fails
+	at := base + dec.InputOffset()
+	next := &countReader{
+		r:   io.MultiReader(bytes.NewReader(ahead), cr.r),
+		off: at, mark: at,
+		lines: cr.lines - int64(bytes.Count(ahead, []byte{'\n'})),
+		max:   cr.max,
+	}
+	return json.NewDecoder(next), next, at
 }
 
 // peekDelim reports the first byte of the next value without consuming it
@@ -777,8 +876,8 @@ func peekDelim(dec *json.Decoder) (byte, error) {
 
 // jsonStreamErr classifies an error of the JSON file decoder, at the line
 // of the byte it concerns (see errorAt).
-func (rd *reader) jsonStreamErr(s *source, cr *countReader, dec *json.Decoder, err error) error {
-	line, off := errorAt(cr, dec, err)
+func (rd *reader) jsonStreamErr(s *source, cr *countReader, dec *json.Decoder, base int64, err error) error {
+	line, off := errorAt(cr, dec, base, err)
 	var se *json.SyntaxError
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF) && !s.gz:
@@ -794,7 +893,7 @@ func (rd *reader) jsonStreamErr(s *source, cr *countReader, dec *json.Decoder, e
 }
 
 // errorAt returns the line and the byte offset of the byte a decoder error
-// concerns (the offset in the JSON text: after a byte order mark, in the
+// concerns, dec having begun at base of the stream (the offset in the JSON text: after a byte order mark, in the
 // decompressed stream of a .gz file). The decoder reads ahead of its
 // position (dec.InputOffset()), and a SyntaxError's Offset counts only the
 // bytes its values scanned (not those Token consumed), so neither cr.lines
@@ -809,7 +908,7 @@ func (rd *reader) jsonStreamErr(s *source, cr *countReader, dec *json.Decoder, e
 //   - the input ending inside a value: its last non-blank byte;
 //   - anything else (a read error, a value over MaxLine): the start of the
 //     value at the position.
-func errorAt(cr *countReader, dec *json.Decoder, err error) (line int, off int64) {
+func errorAt(cr *countReader, dec *json.Decoder, base int64, err error) (line int, off int64) {
 	var buf bytes.Buffer
 	_, _ = io.Copy(&buf, dec.Buffered()) // a *bytes.Reader: never fails
 	b := buf.Bytes()
@@ -826,7 +925,7 @@ func errorAt(cr *countReader, dec *json.Decoder, err error) (line int, off int64
 	}
 	pos = max(0, min(pos, len(b)))
 	line = int(cr.lines) - bytes.Count(b, []byte{'\n'}) + bytes.Count(b[:pos], []byte{'\n'}) + 1
-	return line, dec.InputOffset() + int64(pos)
+	return line, base + dec.InputOffset() + int64(pos)
 }
 
 // newlineCounter counts the newlines written to it.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -148,10 +149,23 @@ func plainSkipOpened(dec *json.Decoder, tok json.Token) error {
 }
 
 // withPlainReading runs fn with the plain reading in the walk's place.
+// The plain reading reads a JSON file through a json.Decoder, as Read did
+// before readJSONFile, never releasing its buffer.
 func withPlainReading(fn func()) {
-	saved := bundleReading
+	saved, whole, release := bundleReading, readWhole, releaseAfter
 	bundleReading.head, bundleReading.split = plainHeadOf, plainSplitBundle
-	defer func() { bundleReading = saved }()
+	readWhole, releaseAfter = false, math.MaxInt
+	defer func() { bundleReading, readWhole, releaseAfter = saved, whole, release }()
+	fn()
+}
+
+// withDecoderReleased runs fn with every JSON file read through the
+// decoder (readJSON, not readJSONFile), releasing its buffer after every
+// top-level value.
+func withDecoderReleased(fn func()) {
+	whole, release := readWhole, releaseAfter
+	readWhole, releaseAfter = false, 0
+	defer func() { readWhole, releaseAfter = whole, release }()
 	fn()
 }
 
@@ -172,23 +186,32 @@ func readResultOf(t testing.TB, path string) readResult {
 	return r
 }
 
-// readBothAgree reads path with the walk and with the plain reading, and
-// fails unless both give the same items (bodies, labels, places) and the
-// same error, text included. It returns the walk's.
+// readBothAgree reads path with the walk (a JSON file read whole,
+// readJSONFile), with the walk through a decoder released after every
+// top-level value (readJSON, release) and with the plain reading (a
+// decoder never released), and fails unless all give the same items
+// (bodies, labels, places) and the same error, text included. It returns
+// the walk's.
 func readBothAgree(t testing.TB, path string) readResult {
 	t.Helper()
 	got := readResultOf(t, path)
-	var want readResult
+	var want, released readResult
 	withPlainReading(func() { want = readResultOf(t, path) })
-	if got.err != want.err {
-		t.Fatalf("%s: the walk's error\n  %s\nthe plain reading's\n  %s", path, got.err, want.err)
-	}
-	if len(got.items) != len(want.items) {
-		t.Fatalf("%s: the walk read %d items, the plain reading %d", path, len(got.items), len(want.items))
-	}
-	for i := range got.items {
-		if !reflect.DeepEqual(got.items[i], want.items[i]) {
-			t.Fatalf("%s: item %d: the walk read\n  %+v\nthe plain reading\n  %+v", path, i, got.items[i], want.items[i])
+	withDecoderReleased(func() { released = readResultOf(t, path) })
+	for _, r := range []struct {
+		name string
+		got  readResult
+	}{{"the walk", got}, {"the walk through a released decoder", released}} {
+		if r.got.err != want.err {
+			t.Fatalf("%s: %s's error\n  %s\nthe plain reading's\n  %s", path, r.name, r.got.err, want.err)
+		}
+		if len(r.got.items) != len(want.items) {
+			t.Fatalf("%s: %s read %d items, the plain reading %d", path, r.name, len(r.got.items), len(want.items))
+		}
+		for i := range r.got.items {
+			if !reflect.DeepEqual(r.got.items[i], want.items[i]) {
+				t.Fatalf("%s: item %d: %s read\n  %+v\nthe plain reading\n  %+v", path, i, r.name, r.got.items[i], want.items[i])
+			}
 		}
 	}
 	return got
@@ -297,7 +320,10 @@ func TestBundleReadingAgreesWithPlain(t *testing.T) {
 		if err := json.Compact(&compact, data); err != nil {
 			t.Fatal(err)
 		}
-		texts := [][]byte{compact.Bytes()}
+		// The Bundle twice in a file, and followed by JSON that breaks
+		// off: the second value is read by a released decoder (its lines,
+		// the offset of a syntax error), the file not read whole.
+		texts := [][]byte{compact.Bytes(), slices.Concat(data, []byte("\n\n"), data), slices.Concat(data, []byte("\n {\"a\": ]"))}
 		for _, v := range bundleVariants {
 			for _, text := range [][]byte{data, compact.Bytes()} {
 				if bytes.Contains(text, []byte(v[0])) {
