@@ -240,7 +240,11 @@ JSON document for an auditor's script: {"bundle": DIR, "manifest":
 other file's name in DIR and "sha256:<hex>"), "created"; and "signed_by":
 the keys whose signatures the checkpoints carry, named as in a verifier
 file, "origin+hash", not checked here: the verifier keys an auditor
-needs}. --json goes with --out only.
+needs}. --json goes with --out only. DIR appears only complete, and only
+for an export that succeeds: the bundle is received in a hidden
+.DIR.partial-* beside it and renamed to DIR once its report above is made;
+if the report cannot be printed it is taken back (nothing is left, a DIR
+given empty is empty again).
 
 export --format writes the audit records in [--since, --until) to stdout or to FILE.
 jsonl writes each record's exact canonical bytes, one per line, so every line
