@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -240,7 +241,29 @@ type UnknownKeyError struct {
 }
 
 func (e *UnknownKeyError) Error() string {
-	return fmt.Sprintf("%v: %v: %s", ErrBadSignature, e.Err, unverifiedSigners(e.Origin, e.Signers))
+	return fmt.Sprintf("%v: %v: %s, none of them a verifier key given "+
+		"(verifier keys are named by the origin <deployment>/<node>/audit, one for each version of the signing key: "+
+		"was the log written under another --deployment or --node, or the verifier file before the signing key was rotated? "+
+		"'custos audit pubkey' writes the keys of every version)", ErrBadSignature, e.Err, e.SignedBy())
+}
+
+// SignedBy says whose the checkpoint is, for a message: `the checkpoint
+// of origin "O" is signed by "O+hash", …` (or "signed by no key"). Both
+// are quoted: they come from an unverified file. Verifier keys are named
+// by the origin (<deployment>/<node>/audit), so a log written under
+// another --deployment or --node, or checked with another verifier file
+// (one written before the signing key was rotated), lands here; note's own
+// error names neither.
+func (e *UnknownKeyError) SignedBy() string {
+	keys := make([]string, 0, len(e.Signers))
+	for _, s := range e.Signers {
+		keys = append(keys, fmt.Sprintf("%q", s))
+	}
+	signed := "signed by no key"
+	if len(keys) > 0 {
+		signed = "signed by " + strings.Join(keys, ", ")
+	}
+	return fmt.Sprintf("the checkpoint of origin %q is %s", e.Origin, signed)
 }
 
 // Is makes errors.Is(err, ErrUnknownKey) and errors.Is(err,

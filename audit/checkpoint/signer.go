@@ -229,26 +229,13 @@ func Open(signedNote []byte, verifiers note.Verifiers) (Checkpoint, *note.Note, 
 	return Checkpoint{}, nil, fmt.Errorf("%w: no verified signature by a key named %q", ErrBadSignature, c.Origin)
 }
 
-// unverifiedSigners says whose a note no given verifier key could check
-// is: its origin (the first line of a checkpoint body) and the keys that
-// signed it. Verifier keys are named by the origin
-// (<deployment>/<node>/audit), so a log written under another --deployment
-// or --node, or checked with another verifier file (one written before the
-// signing key was rotated), is refused here; note's own error names neither. Both are quoted: they come from an unverified
-// file.
-func unverifiedSigners(origin string, signers []string) string {
-	keys := make([]string, 0, len(signers))
-	for _, s := range signers {
-		keys = append(keys, fmt.Sprintf("%q", s))
-	}
-	signed := "signed by no key"
-	if len(keys) > 0 {
-		signed = "signed by " + strings.Join(keys, ", ")
-	}
-	return fmt.Sprintf("the checkpoint of origin %q is %s, none of them a verifier key given "+
-		"(verifier keys are named by the origin <deployment>/<node>/audit, one for each version of the signing key: "+
-		"was the log written under another --deployment or --node, or the verifier file before the signing key was rotated? "+
-		"'custos audit pubkey' writes the keys of every version)", origin, signed)
+// VerifierKeyName is the name of verifier key vkey as signatures and
+// messages name it: "origin+hash" (the line 'custos audit pubkey' writes,
+// without the public key).
+func VerifierKeyName(vkey string) string {
+	name, rest, _ := strings.Cut(vkey, "+")
+	hash, _, _ := strings.Cut(rest, "+")
+	return name + "+" + hash
 }
 
 // VerifierKeys returns the verifier keys of origin for the given key
