@@ -505,6 +505,25 @@ func TestRestoreKeyMismatchLeadsWithTheKeys(t *testing.T) {
 		}
 	}
 
+	// A backup whose own checkpoints are by the rotated key, checked with
+	// the old key's: the problem leads with the key, not with a copy
+	// "not consistent with checkpoints.jsonl".
+	d.signer = rotated
+	d.anchor(t, 20)
+	newer := filepath.Join(t.TempDir(), "backup")
+	staged, _, err := d.take(t, newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := staged.Commit(ctx, nil); err != nil { // signatures not checked
+		t.Fatal(err)
+	}
+	_, err = backup.Restore(ctx, d.restoreOptions(newer, filepath.Join(t.TempDir(), "to")))
+	if want := backup.FileCheckpoints + ": the latest checkpoint is signed by a key that is not among the verifier keys (the checkpoint of origin"; !errors.Is(err, backup.ErrUnverified) ||
+		!strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "not consistent") {
+		t.Errorf("restore of a backup whose checkpoints are by another key: %v\nwant a problem saying %q", err, want)
+	}
+
 	// A fork at the backup's head, signed by a key given.
 	f := newDataDir(t, 10, 10)
 	from = f.saved(t)

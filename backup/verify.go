@@ -197,7 +197,13 @@ func verifyAudit(ctx context.Context, dir string, m Manifest, verifiers note.Ver
 			bad("%s: the latest checkpoint is %d %s; the manifest says %+v", FileCheckpoints, l.Size, l.Root, m.Checkpoint)
 		}
 	}
-	if err := CheckTree(ctx, log, es, verifiers); err != nil {
+	var uk *checkpoint.UnknownKeyError
+	if err := CheckTree(ctx, log, es, verifiers); errors.As(err, &uk) {
+		// The keys given, not the copy, are the likely cause: say so
+		// first ("not consistent" read as a fork).
+		bad("%s: the latest checkpoint is signed by a key that is not among the verifier keys (%s): give the keys of every version of that origin's signing key; "+
+			"if they are the right keys, it was not signed by this log's key: %v", FileCheckpoints, uk.SignedBy(), err)
+	} else if err != nil {
 		bad("%s: not consistent with %s: %v", FileAudit, FileCheckpoints, err)
 	}
 	// Each seal note beside a sealed segment must state the seal stored in
