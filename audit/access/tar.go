@@ -107,18 +107,12 @@ type BundleTarget struct {
 // remove), and makes and locks a new one.
 func NewBundleTarget(dir string) (*BundleTarget, error) {
 	dir = filepath.Clean(dir)
-	var given os.FileMode
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return nil, fmt.Errorf("%w: %s", errNotEmpty, dir)
-	} else if err == nil {
-		fi, err := os.Lstat(dir)
-		if err != nil {
-			return nil, err
-		}
-		given = fi.Mode().Perm() | os.ModeDir
-	} else if !errors.Is(err, os.ErrNotExist) {
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
+	given := partialdir.GivenMode(dir)
 	tmp, release, _, err := partialdir.New(dir)
 	if errors.Is(err, partialdir.ErrTaken) {
 		return nil, fmt.Errorf("access: the partial directory beside %s was taken by another command for one left behind (is the file system's clock skewed?); retry", dir)
@@ -175,7 +169,7 @@ func (t *BundleTarget) Publish() error {
 			return err
 		}
 		t.Discard()
-		if rerr := t.restoreGiven(); rerr != nil {
+		if rerr := partialdir.Remake(t.dir, t.given); rerr != nil {
 			return fmt.Errorf("%w; and making the empty %s again failed: %v", err, t.dir, rerr)
 		}
 		return err
@@ -185,47 +179,20 @@ func (t *BundleTarget) Publish() error {
 }
 
 // Withdraw takes back the bundle Publish put in place, for a command that
-// fails after it: it renames the directory back to its partial name (one
-// atomic step: the bundle never shows incomplete), removes it, and makes
-// the empty directory that was given again (with its mode). It refuses to
-// touch a directory that is no longer the one it published. Before Publish
-// it is Discard.
+// fails after it (partialdir.Withdraw: renamed back, removed, a given
+// empty directory made again). Before Publish it is Discard.
 func (t *BundleTarget) Withdraw() error {
 	if !t.done || !t.filled {
 		t.Discard()
 		return nil
 	}
-	fi, err := os.Lstat(t.dir)
-	if err != nil {
-		return err
+	err := partialdir.Withdraw(t.dir, t.tmp, t.tmpInfo, t.given)
+	if _, serr := os.Lstat(t.tmp); serr == nil {
+		t.done = false // renamed back but not removed: Discard does
 	}
-	if !os.SameFile(fi, t.tmpInfo) {
-		return fmt.Errorf("access: %s is no longer the bundle this command wrote: left as it is", t.dir)
-	}
-	if err := os.Rename(t.dir, t.tmp); err != nil {
-		return err
-	}
-	t.filled, t.done = false, false
+	t.filled = false
 	t.Discard()
-	if err := t.restoreGiven(); err != nil {
-		return err
-	}
-	return durable.SyncDir(filepath.Dir(t.dir))
-}
-
-// restoreGiven makes the empty directory the command was given again
-// (PublishDir removed it), with its mode, if it is not there.
-func (t *BundleTarget) restoreGiven() error {
-	if t.given == 0 {
-		return nil
-	}
-	if _, err := os.Lstat(t.dir); !errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err := os.Mkdir(t.dir, t.given.Perm()); err != nil {
-		return err
-	}
-	return os.Chmod(t.dir, t.given.Perm()) // past the umask
+	return err
 }
 
 // Discard removes the partial directory unless Publish put it in place,
