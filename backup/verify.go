@@ -336,7 +336,10 @@ const maxFile = 1 << 50
 // destination, not yet verified or in place.
 type Staged struct {
 	dir, out string
-	unlock   func() // releases the lock on dir (partialdir.Lock)
+	unlock   func()      // releases the lock on dir (partialdir.Lock)
+	info     os.FileInfo // dir's, to know it again in Withdraw
+	given    os.FileMode // the empty out given (partialdir.GivenMode); 0: none
+	done     bool        // Commit put it in place
 	// Removed lists the partial directories of interrupted earlier backups
 	// to the same destination that Receive removed.
 	Removed []string
@@ -358,6 +361,7 @@ func Receive(r io.Reader, out string) (*Staged, error) {
 	if err := CheckDest(out); err != nil {
 		return nil, err
 	}
+	given := partialdir.GivenMode(out)
 	tmp, unlock, removed, err := partialdir.New(out)
 	if errors.Is(err, partialdir.ErrTaken) {
 		// Another backup to the same --out took the new directory for one
@@ -368,7 +372,11 @@ func Receive(r io.Reader, out string) (*Staged, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
-	s := &Staged{dir: tmp, out: out, unlock: unlock, Removed: removed}
+	s := &Staged{dir: tmp, out: out, unlock: unlock, given: given, Removed: removed}
+	if s.info, err = os.Lstat(tmp); err != nil {
+		s.Discard()
+		return nil, fmt.Errorf("backup: %w", err)
+	}
 	if err := unpack(r, tmp); err != nil {
 		s.Discard()
 		return nil, err
@@ -398,6 +406,7 @@ func CheckDest(out string) error {
 func (s *Staged) Discard() {
 	os.RemoveAll(s.dir)
 	s.unlock()
+	s.unlock = func() {}
 }
 
 // Commit verifies the staged backup (Verify, with verifiers if given),
@@ -416,14 +425,40 @@ func (s *Staged) Commit(ctx context.Context, verifiers note.Verifiers) (Report, 
 		return rep, err
 	}
 	if err := durable.PublishDir(s.dir, s.out, CheckDest); err != nil {
+		if _, serr := os.Lstat(s.dir); errors.Is(serr, os.ErrNotExist) {
+			// Renamed, but the parent's fsync failed: take it back.
+			s.done = true
+			if werr := s.Withdraw(); werr != nil {
+				err = fmt.Errorf("%w; and taking the backup back failed: %v", err, werr)
+			}
+		} else if rerr := partialdir.Remake(s.out, s.given); rerr != nil {
+			err = fmt.Errorf("%w; and making the empty %s again failed: %v", err, s.out, rerr)
+		}
 		if errors.Is(err, ErrExists) {
 			return rep, err
 		}
 		return rep, fmt.Errorf("backup: %w", err)
 	}
-	ok = true
+	ok, s.done = true, true
 	s.unlock()
+	s.unlock = func() {}
 	return rep, nil
+}
+
+// Withdraw takes back the backup Commit put in place, for a command that
+// fails after it (its report could not be printed): partialdir.Withdraw
+// (renamed back, removed, an empty out given made again). Before Commit,
+// or again, it does nothing.
+func (s *Staged) Withdraw() error {
+	if !s.done {
+		return nil
+	}
+	err := partialdir.Withdraw(s.out, s.dir, s.info, s.given)
+	if _, serr := os.Lstat(s.dir); serr == nil {
+		os.RemoveAll(s.dir) // renamed back but not removed
+	}
+	s.done = false
+	return err
 }
 
 // unpack writes the flat regular files of a tar stream into dir, and

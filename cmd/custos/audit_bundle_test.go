@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/custos-mcp/custos/store"
 )
 
 // failingWriter is a stdout that fails every write, as a closed pipe does
@@ -129,5 +131,51 @@ func checkLeftNothing(t *testing.T, name, base, out string, empty bool) {
 		t.Errorf("%s: the given empty --out holds %d entries (%v) after the failed command", name, len(es), err)
 	} else if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o750 {
 		t.Errorf("%s: the given empty --out: %v, mode %v, want 0750", name, err, fi.Mode().Perm())
+	}
+}
+
+// TestBackupFailingLeavesNothing: 'custos backup --out DIR' renamed the
+// verified backup into place, then printed its report: a report that
+// could not be written (a closed pipe) exited 1 with --json, 0 without
+// (unnoticed), the backup left in DIR either way, though its --help says
+// "1 no backup was written". The backup is now taken back, as a bundle
+// and a compliance package are.
+func TestBackupFailingLeavesNothing(t *testing.T) {
+	data := anchoredDataDir(t, 4)
+	st, err := store.Open(filepath.Join(data, "catalog.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		json  bool
+		empty bool
+	}{
+		{"report", false, false},
+		{"json into an empty DIR", true, true},
+	} {
+		base := t.TempDir()
+		out := filepath.Join(base, "backup")
+		if c.empty {
+			if err := os.Mkdir(out, 0o750); err != nil {
+				t.Fatal(err)
+			}
+		}
+		args := []string{"backup", "--data-dir", data, "--purpose", "HOPERAT", "--out", out}
+		if c.json {
+			args = append(args, "--json")
+		}
+		var stderr bytes.Buffer
+		code := run(args, failingWriter{}, &stderr)
+		if code != 1 || !strings.Contains(stderr.String(), "broken pipe") {
+			t.Errorf("%s: exit %d, want 1 naming the failed write:\n%s", c.name, code, stderr.String())
+		}
+		checkLeftNothing(t, c.name, base, out, c.empty)
+		if code, stdout, stderr := runCLI(args...); code != 0 {
+			t.Errorf("%s: the retry: exit %d\n%s%s", c.name, code, stdout, stderr)
+		}
 	}
 }
