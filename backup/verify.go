@@ -21,7 +21,6 @@ import (
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/checkpoint"
-	"github.com/custos-mcp/custos/internal/durable"
 	"github.com/custos-mcp/custos/internal/partialdir"
 )
 
@@ -424,16 +423,7 @@ func (s *Staged) Commit(ctx context.Context, verifiers note.Verifiers) (Report, 
 	if err != nil {
 		return rep, err
 	}
-	if err := durable.PublishDir(s.dir, s.out, CheckDest); err != nil {
-		if _, serr := os.Lstat(s.dir); errors.Is(serr, os.ErrNotExist) {
-			// Renamed, but the parent's fsync failed: take it back.
-			s.done = true
-			if werr := s.Withdraw(); werr != nil {
-				err = fmt.Errorf("%w; and taking the backup back failed: %v", err, werr)
-			}
-		} else if rerr := partialdir.Remake(s.out, s.given); rerr != nil {
-			err = fmt.Errorf("%w; and making the empty %s again failed: %v", err, s.out, rerr)
-		}
+	if err := partialdir.Publish(s.dir, s.out, s.info, s.given, CheckDest); err != nil {
 		if errors.Is(err, ErrExists) {
 			return rep, err
 		}

@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/custos-mcp/custos/internal/durable"
 	"github.com/custos-mcp/custos/internal/partialdir"
 )
 
@@ -157,21 +156,10 @@ func (t *BundleTarget) Publish() error {
 	}
 	err := os.Chmod(t.tmp, 0o700)
 	if err == nil {
-		err = durable.PublishDir(t.tmp, t.dir, nil)
+		err = partialdir.Publish(t.tmp, t.dir, t.tmpInfo, t.given, nil)
 	}
 	if err != nil {
-		if _, serr := os.Lstat(t.tmp); errors.Is(serr, os.ErrNotExist) {
-			// Renamed, but the parent's fsync failed: take it back.
-			t.done = true
-			if werr := t.Withdraw(); werr != nil {
-				return fmt.Errorf("%w; and taking the bundle back failed: %v", err, werr)
-			}
-			return err
-		}
 		t.Discard()
-		if rerr := partialdir.Remake(t.dir, t.given); rerr != nil {
-			return fmt.Errorf("%w; and making the empty %s again failed: %v", err, t.dir, rerr)
-		}
 		return err
 	}
 	t.done = true

@@ -32,37 +32,7 @@ func (failingWriter) Write([]byte) (int, error) {
 // line's failure was not even noticed (exit 0).
 func TestAuditExportBundleFailingLeavesNothing(t *testing.T) {
 	data := anchoredDataDir(t, 4)
-	for _, c := range []struct {
-		name  string
-		json  bool
-		empty bool // DIR exists, empty, before the export
-	}{
-		{"line", false, false},
-		{"json", true, false},
-		{"json into an empty DIR", true, true},
-	} {
-		base := t.TempDir()
-		out := filepath.Join(base, "bundle")
-		if c.empty {
-			if err := os.Mkdir(out, 0o750); err != nil {
-				t.Fatal(err)
-			}
-		}
-		args := []string{"audit", "export", "--data-dir", data, "--purpose", "HOPERAT", "--out", out}
-		if c.json {
-			args = append(args, "--json")
-		}
-		var stderr bytes.Buffer
-		code := run(args, failingWriter{}, &stderr)
-		if code != 1 || !strings.Contains(stderr.String(), "broken pipe") {
-			t.Errorf("%s: exit %d, want 1 naming the failed write:\n%s", c.name, code, stderr.String())
-		}
-		checkLeftNothing(t, c.name, base, out, c.empty)
-		// A retry to the same --out succeeds: nothing is in its way.
-		if code, stdout, stderr := runCLI(args...); code != 0 {
-			t.Errorf("%s: the retry: exit %d\n%s%s", c.name, code, stdout, stderr)
-		}
-	}
+	checkFailedPrintLeavesNothing(t, []string{"audit", "export", "--data-dir", data, "--purpose", "HOPERAT"}, true)
 }
 
 // TestComplianceReportFailingLeavesNothing: 'compliance report --out DIR'
@@ -73,65 +43,7 @@ func TestAuditExportBundleFailingLeavesNothing(t *testing.T) {
 // empty DIR is empty again.
 func TestComplianceReportFailingLeavesNothing(t *testing.T) {
 	data := anchoredDataDir(t, 4)
-	for _, c := range []struct {
-		name  string
-		json  bool
-		empty bool
-	}{
-		{"summary", false, false},
-		{"json into an empty DIR", true, true},
-	} {
-		base := t.TempDir()
-		out := filepath.Join(base, "package")
-		if c.empty {
-			if err := os.Mkdir(out, 0o750); err != nil {
-				t.Fatal(err)
-			}
-		}
-		args := []string{"compliance", "report", "--data-dir", data, "--dev", "--purpose", "HOPERAT", "--out", out}
-		if c.json {
-			args = append(args, "--json")
-		}
-		var stderr bytes.Buffer
-		code := run(args, failingWriter{}, &stderr)
-		if code != 1 || !strings.Contains(stderr.String(), "broken pipe") {
-			t.Errorf("%s: exit %d, want 1 naming the failed write:\n%s", c.name, code, stderr.String())
-		}
-		checkLeftNothing(t, c.name, base, out, c.empty)
-		if code, stdout, stderr := runCLI(args...); code != 0 {
-			t.Errorf("%s: the retry: exit %d\n%s%s", c.name, code, stdout, stderr)
-		}
-	}
-}
-
-// checkLeftNothing checks that a failed command left nothing in base, the
-// parent of its output directory out, but out itself, empty with mode
-// 0750, when it was given empty.
-func checkLeftNothing(t *testing.T, name, base, out string, empty bool) {
-	t.Helper()
-	entries, err := os.ReadDir(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var left []string
-	for _, e := range entries {
-		left = append(left, e.Name())
-	}
-	want := []string(nil)
-	if empty {
-		want = []string{filepath.Base(out)}
-	}
-	if strings.Join(left, " ") != strings.Join(want, " ") {
-		t.Errorf("%s: the failed command left %v beside --out, want %v", name, left, want)
-	}
-	if !empty {
-		return
-	}
-	if es, err := os.ReadDir(out); err != nil || len(es) != 0 {
-		t.Errorf("%s: the given empty --out holds %d entries (%v) after the failed command", name, len(es), err)
-	} else if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o750 {
-		t.Errorf("%s: the given empty --out: %v, mode %v, want 0750", name, err, fi.Mode().Perm())
-	}
+	checkFailedPrintLeavesNothing(t, []string{"compliance", "report", "--data-dir", data, "--dev", "--purpose", "HOPERAT"}, false)
 }
 
 // TestBackupFailingLeavesNothing: 'custos backup --out DIR' renamed the
@@ -149,22 +61,35 @@ func TestBackupFailingLeavesNothing(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		name  string
-		json  bool
-		empty bool
-	}{
-		{"report", false, false},
-		{"json into an empty DIR", true, true},
-	} {
+	checkFailedPrintLeavesNothing(t, []string{"backup", "--data-dir", data, "--purpose", "HOPERAT"}, false)
+}
+
+// checkFailedPrintLeavesNothing runs custos with args, --out DIR and a
+// stdout that fails: its report as text, then with --json into a DIR given
+// empty (and with --json into a new DIR if allJSON). Each run must exit 1
+// naming the failed write and leave nothing beside DIR but DIR itself when
+// it was given, empty with its mode 0750; a retry to DIR then succeeds.
+func checkFailedPrintLeavesNothing(t *testing.T, args []string, allJSON bool) {
+	t.Helper()
+	cases := []struct {
+		name        string
+		json, empty bool
+	}{{"text", false, false}, {"json into an empty DIR", true, true}}
+	if allJSON {
+		cases = append(cases, struct {
+			name        string
+			json, empty bool
+		}{"json", true, false})
+	}
+	for _, c := range cases {
 		base := t.TempDir()
-		out := filepath.Join(base, "backup")
+		out := filepath.Join(base, "out")
 		if c.empty {
 			if err := os.Mkdir(out, 0o750); err != nil {
 				t.Fatal(err)
 			}
 		}
-		args := []string{"backup", "--data-dir", data, "--purpose", "HOPERAT", "--out", out}
+		args := append(append([]string(nil), args...), "--out", out)
 		if c.json {
 			args = append(args, "--json")
 		}
@@ -173,7 +98,28 @@ func TestBackupFailingLeavesNothing(t *testing.T) {
 		if code != 1 || !strings.Contains(stderr.String(), "broken pipe") {
 			t.Errorf("%s: exit %d, want 1 naming the failed write:\n%s", c.name, code, stderr.String())
 		}
-		checkLeftNothing(t, c.name, base, out, c.empty)
+		var left []string
+		entries, err := os.ReadDir(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			left = append(left, e.Name())
+		}
+		want := ""
+		if c.empty {
+			want = "out"
+		}
+		if strings.Join(left, " ") != want {
+			t.Errorf("%s: the failed command left %v beside --out, want %q", c.name, left, want)
+		}
+		if c.empty {
+			if es, err := os.ReadDir(out); err != nil || len(es) != 0 {
+				t.Errorf("%s: the given empty --out holds %d entries (%v) after the failed command", c.name, len(es), err)
+			} else if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o750 {
+				t.Errorf("%s: the given empty --out: %v, mode %v, want 0750", c.name, err, fi.Mode().Perm())
+			}
+		}
 		if code, stdout, stderr := runCLI(args...); code != 0 {
 			t.Errorf("%s: the retry: exit %d\n%s%s", c.name, code, stdout, stderr)
 		}

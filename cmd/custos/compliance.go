@@ -441,22 +441,11 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 // replaced, a non-empty one refused. On failure nothing is left (a
 // rename done, its parent's fsync failed: taken back).
 func (p *packageRun) publish() error {
-	err := durable.PublishDir(p.tmp, p.out, emptyTarget)
-	if err == nil {
-		p.published = true
-		return nil
-	}
-	if _, serr := os.Lstat(p.tmp); errors.Is(serr, os.ErrNotExist) {
-		p.published = true
-		if werr := p.withdraw(); werr != nil {
-			return fmt.Errorf("%w; and taking the package back failed: %v", err, werr)
-		}
+	if err := partialdir.Publish(p.tmp, p.out, p.tmpInfo, p.given, emptyTarget); err != nil {
 		return err
 	}
-	if rerr := partialdir.Remake(p.out, p.given); rerr != nil {
-		return fmt.Errorf("%w; and making the empty %s again failed: %v", err, p.out, rerr)
-	}
-	return err
+	p.published = true
+	return nil
 }
 
 // withdraw takes back the package publish put in place

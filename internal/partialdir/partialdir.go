@@ -97,6 +97,30 @@ func GivenMode(out string) os.FileMode {
 	return fi.Mode().Perm() | os.ModeDir
 }
 
+// Publish renames the complete partial directory partial to out
+// (durable.PublishDir: fsynced, an empty out replaced, check called on out
+// first when not nil). On failure nothing is left of it: a rename done
+// whose parent's fsync failed is taken back (Withdraw), and the empty out
+// given (GivenMode) is made again if it was removed. published is
+// partial's FileInfo, as for Withdraw. The partial directory itself, when
+// the rename did not happen, is the caller's to remove.
+func Publish(partial, out string, published os.FileInfo, given os.FileMode, check func(string) error) error {
+	err := durable.PublishDir(partial, out, check)
+	if err == nil {
+		return nil
+	}
+	if _, serr := os.Lstat(partial); errors.Is(serr, os.ErrNotExist) {
+		if werr := Withdraw(out, partial, published, given); werr != nil {
+			return fmt.Errorf("%w; and taking %s back failed: %v", err, out, werr)
+		}
+		return err
+	}
+	if rerr := Remake(out, given); rerr != nil {
+		return fmt.Errorf("%w; and making the empty %s again failed: %v", err, out, rerr)
+	}
+	return err
+}
+
 // Withdraw takes back the directory a command published at out (renamed
 // from the partial directory partial) when the command fails after it,
 // e.g. printing its report: it renames out back to partial, one atomic
