@@ -3,9 +3,11 @@
 // .OUT.partial-*, locked by the receiving process until it removed it or
 // renamed it into place. One a killed process (kill -9, power loss) left
 // behind is unlocked, and the next command to the same OUT removes it.
-// backup and audit/access share it, so their partial directories follow
-// one convention. A command that published its directory and then failed
-// (its report could not be printed) takes it back with Withdraw.
+// backup, audit/access and compliance report share it, so their partial
+// directories follow one convention. Publish renames a complete one into
+// place; a command that published its directory and then failed (its
+// report could not be printed) takes it back with Withdraw, so that a
+// failed command leaves nothing at OUT.
 package partialdir
 
 import (
