@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -448,9 +450,22 @@ func (a *App) startCheckpoints(ctx context.Context) error {
 			// checkpoints would be a false tamper alarm.
 			return fmt.Errorf("stopped while checking the audit log against its anchored checkpoints: %w", err)
 		}
+		var uk *checkpoint.UnknownKeyError
+		if errors.As(err, &uk) {
+			// Signed by no key this server has: another origin (--node,
+			// --deployment) or another signing key (a Vault key trimmed
+			// or replaced) is the usual cause, not tampering: lead with
+			// the keys and the fix, not with "does not match" (which
+			// read as a fork).
+			return fmt.Errorf("refusing to serve: the latest anchored checkpoint is signed by a key this server does not have: %s; "+
+				"this server signs as origin %q and has the keys %s. Start it with the --deployment and --node the log was served under, "+
+				"and the signing key that signed it (every version of it: its min_decryption_version must stay 1); "+
+				"if both are right, the checkpoint was not signed by this log's key: keep the files and investigate: %w",
+				uk.SignedBy(), origin, keyNames(vkeys), err)
+		}
 		if errors.Is(err, checkpoint.ErrBadSignature) {
-			// The anchored origin is in err; name this server's beside it
-			// (another --node or --deployment is the usual cause).
+			// A signature by a key this server has that does not
+			// verify: a changed checkpoint. Name this server's origin.
 			return fmt.Errorf("the audit log does not match its anchored checkpoints; refusing to serve (this server's origin is %q): %w", origin, err)
 		}
 		return fmt.Errorf("the audit log does not match its anchored checkpoints; refusing to serve: %w", err)
@@ -478,6 +493,16 @@ func (a *App) startCheckpoints(ctx context.Context) error {
 	go func() { a.ckptErr <- a.ckpt.Run(runCtx) }()
 	a.log.Info("audit checkpoints", "origin", origin, "anchored", len(entries), "anchors", len(anchors), "every", cp.Every, "interval", cp.Interval.String())
 	return nil
+}
+
+// keyNames names verifier keys as signatures do ("origin+hash"), quoted
+// and comma-separated, for a message.
+func keyNames(vkeys []string) string {
+	names := make([]string, len(vkeys))
+	for i, k := range vkeys {
+		names[i] = strconv.Quote(checkpoint.VerifierKeyName(k))
+	}
+	return strings.Join(names, ", ")
 }
 
 // watchDisk samples the free space of the audit log's volume now and

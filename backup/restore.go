@@ -200,11 +200,18 @@ func Restore(ctx context.Context, o RestoreOptions) (res RestoreResult, err erro
 	err = checkpoint.CheckAgainst(ctx, copyLog, upto, o.Verifiers)
 	copyLog.Close()
 	if err != nil {
+		if kerr := unknownKey(err); kerr != nil {
+			return res, kerr
+		}
 		return res, fmt.Errorf("backup: the backup does not match the anchored checkpoints at or below its head %d: %w", m.Audit.HeadSeq, err)
 	}
 	if behind != nil {
 		if _, _, err := checkpoint.Open(behind.Note, o.Verifiers); err != nil {
-			return res, fmt.Errorf("backup: %s: %w", behind.Location(), err)
+			err = fmt.Errorf("%s: %w", behind.Location(), err)
+			if kerr := unknownKey(err); kerr != nil {
+				return res, kerr
+			}
+			return res, fmt.Errorf("backup: %w", err)
 		}
 		res.Behind = &Anchored{Size: behind.Size, Root: behind.Root, Time: behind.Time}
 		if o.AcceptRollback == "" {
@@ -484,6 +491,22 @@ func checkStaged(ctx context.Context, staged string, o RestoreOptions, step *ste
 	}
 	defer log.Close()
 	return checkpoint.CheckAgainst(ctx, log, entries, o.Verifiers)
+}
+
+// unknownKey is the error of a restore whose anchored checkpoint is
+// signed by no verifier key given (checkpoint.ErrUnknownKey, in err),
+// leading with the keys and the fix rather than with a backup that does
+// not match its checkpoints, which reads as tampering; nil for any other
+// err.
+func unknownKey(err error) error {
+	var uk *checkpoint.UnknownKeyError
+	if !errors.As(err, &uk) {
+		return nil
+	}
+	return fmt.Errorf("backup: the anchored checkpoint is signed by a key that is not among the verifier keys: %s; "+
+		"nothing was changed. Give the keys of every version of the signing key of that origin "+
+		"(--pubkey FILE written by 'custos audit pubkey' for the server the backup came from, or that server's signing key through --dev or Vault) and restore again; "+
+		"if they are the right keys, the checkpoint was not signed by this log's key: keep the backup and the anchors and investigate: %w", uk.SignedBy(), err)
 }
 
 func noteOrigin(signed []byte) (string, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,11 +13,13 @@ import (
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/audittest"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/backup"
+	"github.com/custos-mcp/custos/secrets"
 )
 
 // saved takes and commits a backup of d.
@@ -443,5 +446,97 @@ func TestPartlyAnchoredAcknowledgementKeepsTheStagedLog(t *testing.T) {
 	l := audittest.OpenPath(t, filepath.Join(staged, backup.FileAudit), audit.Options{ReadOnly: true})
 	if root, err := l.TreeHash(12); err != nil || root != latest.Root {
 		t.Fatalf("the kept log's root at 12 is %v (%v), the anchored acknowledgement's %v", root, err, latest.Root)
+	}
+}
+
+// TestRestoreKeyMismatchLeadsWithTheKeys: an anchored checkpoint signed by
+// a key that is not among the verifier keys (the signing key was rotated
+// after the backup, and the keys given are the old version's) refused the
+// restore as "the backup does not match the anchored checkpoints", which
+// reads as tampering. It now leads with the key, which key signed, and
+// the fix, at or below the backup's head and past it (a restore behind),
+// and changes nothing; a fork still says the backup does not match.
+func TestRestoreKeyMismatchLeadsWithTheKeys(t *testing.T) {
+	ctx := context.Background()
+	const lead = "backup: the anchored checkpoint is signed by a key that is not among the verifier keys: "
+	d := newDataDir(t, 10, 10)
+	from := d.saved(t)                                                      // head 11
+	anchored, err := os.ReadFile(filepath.Join(d.dir, checkpoint.FileName)) // size 10, the old key
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := secrets.NewDev()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated, _, err := checkpoint.NewSigner(ctx, origin, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey := fmt.Sprintf("%s+%08x", origin, rotated.KeyHash())
+	for _, size := range []int64{11, 20} { // at the backup's head (checked against it); past it (behind)
+		for head, _ := d.log.Head(); int64(head) < size; head, _ = d.log.Head() {
+			d.append(t, "later")
+		}
+		anchor := t.TempDir()
+		if err := os.WriteFile(filepath.Join(anchor, checkpoint.FileName), anchored, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		root, err := d.log.TreeHash(size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := checkpoint.Checkpoint{Origin: origin, Size: size, Root: root}
+		msg, err := checkpoint.Sign(c, rotated)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := (&checkpoint.Anchor{Dir: anchor}).Append(ctx, msg, c, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		to := filepath.Join(t.TempDir(), "to")
+		_, err = backup.Restore(ctx, d.restoreOptions(from, to, anchor)) // the old key's verifiers
+		if !errors.Is(err, checkpoint.ErrUnknownKey) || !strings.HasPrefix(err.Error(), lead) || strings.Contains(err.Error(), "does not match") ||
+			!strings.Contains(err.Error(), `signed by "`+newKey+`"`) {
+			t.Errorf("size %d: restore with the old key's verifiers: %v\nwant it to lead with %q and name %s", size, err, lead, newKey)
+		}
+		if _, err := os.Stat(to); !os.IsNotExist(err) {
+			t.Errorf("size %d: a refused restore left the data directory", size)
+		}
+	}
+
+	// A backup whose own checkpoints are by the rotated key, checked with
+	// the old key's: the problem leads with the key, not with a copy
+	// "not consistent with checkpoints.jsonl".
+	d.signer = rotated
+	d.anchor(t, 20)
+	newer := filepath.Join(t.TempDir(), "backup")
+	staged, _, err := d.take(t, newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := staged.Commit(ctx, nil); err != nil { // signatures not checked
+		t.Fatal(err)
+	}
+	_, err = backup.Restore(ctx, d.restoreOptions(newer, filepath.Join(t.TempDir(), "to")))
+	if want := backup.FileCheckpoints + ": the latest checkpoint is signed by a key that is not among the verifier keys (the checkpoint of origin"; !errors.Is(err, backup.ErrUnverified) ||
+		!strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "not consistent") {
+		t.Errorf("restore of a backup whose checkpoints are by another key: %v\nwant a problem saying %q", err, want)
+	}
+
+	// A fork at the backup's head, signed by a key given.
+	f := newDataDir(t, 10, 10)
+	from = f.saved(t)
+	forked := checkpoint.Checkpoint{Origin: origin, Size: 11, Root: tlog.Hash{1}}
+	msg, err := checkpoint.Sign(forked, f.signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&checkpoint.Anchor{Dir: f.dir}).Append(ctx, msg, forked, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = backup.Restore(ctx, f.restoreOptions(from, filepath.Join(t.TempDir(), "to"), f.dir))
+	if !errors.Is(err, checkpoint.ErrFork) || !strings.HasPrefix(err.Error(), "backup: the backup does not match the anchored checkpoints") {
+		t.Errorf("restore against a forked anchor: %v, want it to say the backup does not match its checkpoints", err)
 	}
 }

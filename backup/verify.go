@@ -21,7 +21,6 @@ import (
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/checkpoint"
-	"github.com/custos-mcp/custos/internal/durable"
 	"github.com/custos-mcp/custos/internal/partialdir"
 )
 
@@ -197,7 +196,13 @@ func verifyAudit(ctx context.Context, dir string, m Manifest, verifiers note.Ver
 			bad("%s: the latest checkpoint is %d %s; the manifest says %+v", FileCheckpoints, l.Size, l.Root, m.Checkpoint)
 		}
 	}
-	if err := CheckTree(ctx, log, es, verifiers); err != nil {
+	var uk *checkpoint.UnknownKeyError
+	if err := CheckTree(ctx, log, es, verifiers); errors.As(err, &uk) {
+		// The keys given, not the copy, are the likely cause: say so
+		// first ("not consistent" read as a fork).
+		bad("%s: the latest checkpoint is signed by a key that is not among the verifier keys (%s): give the keys of every version of that origin's signing key; "+
+			"if they are the right keys, it was not signed by this log's key: %v", FileCheckpoints, uk.SignedBy(), err)
+	} else if err != nil {
 		bad("%s: not consistent with %s: %v", FileAudit, FileCheckpoints, err)
 	}
 	// Each seal note beside a sealed segment must state the seal stored in
@@ -330,7 +335,10 @@ const maxFile = 1 << 50
 // destination, not yet verified or in place.
 type Staged struct {
 	dir, out string
-	unlock   func() // releases the lock on dir (partialdir.Lock)
+	unlock   func()      // releases the lock on dir (partialdir.Lock)
+	info     os.FileInfo // dir's, to know it again in Withdraw
+	given    os.FileMode // the empty out given (partialdir.GivenMode); 0: none
+	done     bool        // Commit put it in place
 	// Removed lists the partial directories of interrupted earlier backups
 	// to the same destination that Receive removed.
 	Removed []string
@@ -352,6 +360,7 @@ func Receive(r io.Reader, out string) (*Staged, error) {
 	if err := CheckDest(out); err != nil {
 		return nil, err
 	}
+	given := partialdir.GivenMode(out)
 	tmp, unlock, removed, err := partialdir.New(out)
 	if errors.Is(err, partialdir.ErrTaken) {
 		// Another backup to the same --out took the new directory for one
@@ -362,7 +371,11 @@ func Receive(r io.Reader, out string) (*Staged, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
-	s := &Staged{dir: tmp, out: out, unlock: unlock, Removed: removed}
+	s := &Staged{dir: tmp, out: out, unlock: unlock, given: given, Removed: removed}
+	if s.info, err = os.Lstat(tmp); err != nil {
+		s.Discard()
+		return nil, fmt.Errorf("backup: %w", err)
+	}
 	if err := unpack(r, tmp); err != nil {
 		s.Discard()
 		return nil, err
@@ -392,6 +405,7 @@ func CheckDest(out string) error {
 func (s *Staged) Discard() {
 	os.RemoveAll(s.dir)
 	s.unlock()
+	s.unlock = func() {}
 }
 
 // Commit verifies the staged backup (Verify, with verifiers if given),
@@ -409,15 +423,32 @@ func (s *Staged) Commit(ctx context.Context, verifiers note.Verifiers) (Report, 
 	if err != nil {
 		return rep, err
 	}
-	if err := durable.PublishDir(s.dir, s.out, CheckDest); err != nil {
+	if err := partialdir.Publish(s.dir, s.out, s.info, s.given, CheckDest); err != nil {
 		if errors.Is(err, ErrExists) {
 			return rep, err
 		}
 		return rep, fmt.Errorf("backup: %w", err)
 	}
-	ok = true
+	ok, s.done = true, true
 	s.unlock()
+	s.unlock = func() {}
 	return rep, nil
+}
+
+// Withdraw takes back the backup Commit put in place, for a command that
+// fails after it (its report could not be printed): partialdir.Withdraw
+// (renamed back, removed, an empty out given made again). Before Commit,
+// or again, it does nothing.
+func (s *Staged) Withdraw() error {
+	if !s.done {
+		return nil
+	}
+	err := partialdir.Withdraw(s.out, s.dir, s.info, s.given)
+	if _, serr := os.Lstat(s.dir); serr == nil {
+		os.RemoveAll(s.dir) // renamed back but not removed
+	}
+	s.done = false
+	return err
 }
 
 // unpack writes the flat regular files of a tar stream into dir, and

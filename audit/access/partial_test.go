@@ -120,3 +120,64 @@ func receiving(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// TestBundleTargetPublishesLast: a command reads back what it reports
+// from the received bundle before the bundle is in place (Read no longer
+// renamed it into place, so a command that failed after it left a
+// bundle), puts it in place with Publish, and takes it back with Withdraw
+// when it fails after that: nothing is left beside --out, and the empty
+// --out it was given is there again, with its mode.
+func TestBundleTargetPublishesLast(t *testing.T) {
+	l, dir := openLog(t)
+	appendN(t, l, 5)
+	signer, _ := testVerifierKeys(t, "custos.test/n1/audit")
+	anchorHead(t, l, dir, signer)
+	local := access.Local{Service: access.New(l, nil, dir, nil), Caller: alice}
+	for _, given := range []bool{false, true} {
+		base := t.TempDir()
+		out := filepath.Join(base, "b")
+		if given {
+			if err := os.Mkdir(out, 0o750); err != nil {
+				t.Fatal(err)
+			}
+		}
+		target, err := access.NewBundleTarget(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := local.Do(context.Background(), access.OpBundle, access.BundleRequest{Ask: access.Ask{Purpose: "HOPERAT"}},
+			func(r io.Reader) error { return target.Read(r) }); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(out, bundle.FileManifest)); !os.IsNotExist(err) {
+			t.Errorf("given=%v: the bundle is in place before Publish: %v", given, err)
+		}
+		if _, err := os.Stat(filepath.Join(target.Dir(), bundle.FileManifest)); err != nil {
+			t.Errorf("given=%v: the received bundle: %v", given, err)
+		}
+		if err := target.Publish(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(out, bundle.FileManifest)); err != nil {
+			t.Errorf("given=%v: the published bundle: %v", given, err)
+		}
+		if err := target.Withdraw(); err != nil {
+			t.Fatal(err)
+		}
+		target.Discard()
+		if got := hidden(t, base); len(got) != 0 {
+			t.Errorf("given=%v: Withdraw left %v beside --out", given, got)
+		}
+		es, err := os.ReadDir(out)
+		switch {
+		case !given && !os.IsNotExist(err):
+			t.Errorf("given=%v: --out after Withdraw: %d entries, %v; want none", given, len(es), err)
+		case given && (err != nil || len(es) != 0):
+			t.Errorf("given=%v: --out after Withdraw: %d entries, %v; want the empty directory", given, len(es), err)
+		case given:
+			if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o750 {
+				t.Errorf("given=%v: --out's mode after Withdraw: %v (%v), want 0750", given, fi.Mode().Perm(), err)
+			}
+		}
+	}
+}

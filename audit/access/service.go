@@ -320,11 +320,39 @@ type VerifyResult struct {
 // check made for want of evidence (no anchored checkpoint to check
 // against; a log that cannot be opened for writing): neither a pass nor a
 // problem found, so `audit verify` reaches no verdict on the anchors.
+//
+// Cause says why the check failed, for a caller to branch on (Error is
+// text for a person, and holds the names of anchor files the caller gave):
+// AnchorUnknownKey or AnchorMismatch whenever Error is set. A result from
+// a server older than the field has none: read it as AnchorMismatch.
 type AnchorResult struct {
 	OK         bool   `json:"ok"`
 	Checked    string `json:"checked"`
 	Error      string `json:"error"`
+	Cause      string `json:"cause,omitempty"`
 	NotChecked string `json:"not_checked,omitempty"`
+}
+
+// The causes of a failed anchor check (AnchorResult.Cause).
+const (
+	// AnchorUnknownKey: the latest anchored checkpoint carries no
+	// signature by a key given (checkpoint.ErrUnknownKey): most likely
+	// verifier keys of another signing key version (written before a
+	// rotation) or of another origin. Nothing vouches for the log.
+	AnchorUnknownKey = "unknown_key"
+	// AnchorMismatch: any other failure: the log does not match a
+	// checkpoint (a fork, a rollback, an inconsistent tree), a signature
+	// by a key given that does not verify, a rollback acknowledgement
+	// that does not verify, a malformed checkpoint.
+	AnchorMismatch = "mismatch"
+)
+
+// anchorCause is AnchorResult.Cause of err, a failed anchor check.
+func anchorCause(err error) string {
+	if errors.Is(err, checkpoint.ErrUnknownKey) {
+		return AnchorUnknownKey
+	}
+	return AnchorMismatch
 }
 
 func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Writer, progress func(Progress)) (Result, error) {
@@ -378,7 +406,7 @@ func (s *Service) verify(ctx context.Context, c Caller, r VerifyRequest, w io.Wr
 		}
 		switch {
 		case err != nil:
-			res.Anchor.Error, res.OK = err.Error(), false
+			res.Anchor.Error, res.Anchor.Cause, res.OK = err.Error(), anchorCause(err), false
 		case len(entries) == 0:
 			// Keys given, nothing to check them against: an auditor
 			// passing --pubkey expects the anchors checked (a log

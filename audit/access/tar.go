@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/custos-mcp/custos/internal/durable"
 	"github.com/custos-mcp/custos/internal/partialdir"
 )
 
@@ -67,14 +66,14 @@ func tarBytes(tw *tar.Writer, name string, b []byte) error {
 // directory dir, as bundle.Write would have written it: dir either does not
 // appear or is complete (built next to it and renamed), and an existing
 // dir must be empty. Only flat regular file names are accepted. It is
-// NewBundleTarget(dir) and its Read.
+// NewBundleTarget(dir), its Read and its Publish.
 func ReadBundle(r io.Reader, dir string) error {
 	t, err := NewBundleTarget(dir)
 	if err != nil {
 		return err
 	}
 	defer t.Discard()
-	return t.Read(r)
+	return t.unpack(tar.NewReader(r), "")
 }
 
 // BundleTarget is the new directory a bundle stream is unpacked into,
@@ -83,10 +82,22 @@ func ReadBundle(r io.Reader, dir string) error {
 // command makes it before it asks for the bundle, so that a --out that
 // cannot take it (a parent it cannot write, a read-only file system) is
 // refused before the access, and its record, start.
+//
+// The directory appears only complete, and only for a command that
+// succeeds: Read unpacks into the partial directory (Dir), the command
+// reads back what it reports from there, Publish renames it into place
+// last, and Withdraw takes it back if what follows (printing the report)
+// fails. Each step is a rename, so no one ever sees a bundle with a file
+// missing; a command killed at any point leaves at most a partial
+// directory, unlocked, which the next command to the same directory
+// removes (partialdir).
 type BundleTarget struct {
 	dir, tmp string
-	release  func() // the partial directory's lock
-	done     bool
+	tmpInfo  os.FileInfo // the partial directory's, to know it again in Withdraw
+	given    os.FileMode // the mode of the empty dir that existed; 0: none existed
+	release  func()      // the partial directory's lock
+	filled   bool        // Read succeeded
+	done     bool        // the partial directory is gone: put in place or removed
 }
 
 // NewBundleTarget checks that dir does not exist or is empty, removes the
@@ -100,6 +111,7 @@ func NewBundleTarget(dir string) (*BundleTarget, error) {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
+	given := partialdir.GivenMode(dir)
 	tmp, release, _, err := partialdir.New(dir)
 	if errors.Is(err, partialdir.ErrTaken) {
 		return nil, fmt.Errorf("access: the partial directory beside %s was taken by another command for one left behind (is the file system's clock skewed?); retry", dir)
@@ -107,17 +119,73 @@ func NewBundleTarget(dir string) (*BundleTarget, error) {
 	if err != nil {
 		return nil, fmt.Errorf("access: a directory for the bundle beside %s: %w", dir, err)
 	}
-	return &BundleTarget{dir: dir, tmp: tmp, release: release}, nil
+	fi, err := os.Lstat(tmp)
+	if err != nil {
+		release()
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("access: a directory for the bundle beside %s: %w", dir, err)
+	}
+	return &BundleTarget{dir: dir, tmp: tmp, tmpInfo: fi, given: given, release: release}, nil
 }
 
-// Read unpacks the bundle stream r into the partial directory and renames
-// it into place. Call it once.
+// Read unpacks the bundle stream r into the partial directory (Dir), each
+// file fsynced; it does not put it in place (Publish). On failure the
+// partial directory is removed. Call it once.
 func (t *BundleTarget) Read(r io.Reader) error {
-	return t.unpack(tar.NewReader(r), "")
+	if t.done || t.filled {
+		return errors.New("access: bundle target already used")
+	}
+	if err := t.fill(tar.NewReader(r), ""); err != nil {
+		t.Discard()
+		return err
+	}
+	t.filled = true
+	return nil
 }
 
-// Discard removes the partial directory unless Read put it in place.
-// Calling it again, or after a successful Read, is a no-op.
+// Dir is the partial directory the bundle is unpacked into: where to read
+// it back until Publish.
+func (t *BundleTarget) Dir() string { return t.tmp }
+
+// Publish renames the partial directory, which Read filled, into place
+// (replacing the empty directory that was there), fsynced. On failure
+// nothing is left: neither the partial directory nor the bundle.
+func (t *BundleTarget) Publish() error {
+	if t.done || !t.filled {
+		return errors.New("access: publish of a bundle target not filled, or already published or discarded")
+	}
+	err := os.Chmod(t.tmp, 0o700)
+	if err == nil {
+		err = partialdir.Publish(t.tmp, t.dir, t.tmpInfo, t.given, nil)
+	}
+	if err != nil {
+		t.Discard()
+		return err
+	}
+	t.done = true
+	return nil
+}
+
+// Withdraw takes back the bundle Publish put in place, for a command that
+// fails after it (partialdir.Withdraw: renamed back, removed, a given
+// empty directory made again). Before Publish it is Discard.
+func (t *BundleTarget) Withdraw() error {
+	if !t.done || !t.filled {
+		t.Discard()
+		return nil
+	}
+	err := partialdir.Withdraw(t.dir, t.tmp, t.tmpInfo, t.given)
+	if _, serr := os.Lstat(t.tmp); serr == nil {
+		t.done = false // renamed back but not removed: Discard does
+	}
+	t.filled = false
+	t.Discard()
+	return err
+}
+
+// Discard removes the partial directory unless Publish put it in place,
+// and releases its lock. Calling it again, or after Publish, is a no-op
+// but for the lock.
 func (t *BundleTarget) Discard() {
 	if !t.done {
 		os.RemoveAll(t.tmp)
@@ -131,21 +199,15 @@ func (t *BundleTarget) Discard() {
 // regular file name, into the partial directory, and renames it into
 // place (see ReadBundle). On failure the partial directory is removed.
 func (t *BundleTarget) unpack(tr *tar.Reader, prefix string) error {
-	if t.done {
+	if t.done || t.filled {
 		return errors.New("access: bundle target already used")
 	}
 	defer t.Discard()
 	if err := t.fill(tr, prefix); err != nil {
 		return err
 	}
-	if err := os.Chmod(t.tmp, 0o700); err != nil {
-		return err
-	}
-	if err := durable.PublishDir(t.tmp, t.dir, nil); err != nil {
-		return err
-	}
-	t.done = true
-	return nil
+	t.filled = true
+	return t.Publish()
 }
 
 func (t *BundleTarget) fill(tr *tar.Reader, prefix string) error {

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -25,6 +26,19 @@ var (
 	// returned a signature that does not verify under the key it claims.
 	// Treat the checkpoint as forged: refuse to start / to anchor.
 	ErrBadSignature = errors.New("checkpoint: checkpoint signature not verified")
+
+	// ErrUnknownKey is returned (as *UnknownKeyError, which matches
+	// ErrBadSignature too) by Open and CheckAgainst when a signed
+	// checkpoint carries no signature by any key given: it is signed by
+	// another key (verifier keys of another signing key version, written
+	// before a rotation, or of another --deployment or --node), or by no
+	// key at all. Nothing vouches for the log either way; a caller may
+	// say that the keys are the likely cause, with the fix, instead of
+	// a log that does not match its checkpoints, but must still refuse
+	// (it may be a checkpoint forged with a key of the forger's own).
+	// Branch on it with errors.Is, never on the text: the text holds
+	// file names that are not custos's (anchor directories).
+	ErrUnknownKey = errors.New("checkpoint: signed by no key given")
 
 	// ErrRolledBack is returned (as *RolledBackError or
 	// *RegressionError) when the local audit tree is smaller than a
@@ -214,3 +228,49 @@ func (e *KeyRotatedError) Error() string {
 
 // Is makes errors.Is(err, ErrKeyRotated) true.
 func (e *KeyRotatedError) Is(target error) bool { return target == ErrKeyRotated }
+
+// UnknownKeyError is the evidence of ErrUnknownKey: the checkpoint's
+// Origin (its first line, from an unverified note) and the keys that
+// signed it, named as a verifier file names them ("name+hash", hash as 8
+// hex digits), none of them a key given. Err is note's
+// *UnverifiedNoteError. Its text is that of Open before the type existed.
+type UnknownKeyError struct {
+	Origin  string
+	Signers []string
+	Err     error
+}
+
+func (e *UnknownKeyError) Error() string {
+	return fmt.Sprintf("%v: %v: %s, none of them a verifier key given "+
+		"(verifier keys are named by the origin <deployment>/<node>/audit, one for each version of the signing key: "+
+		"was the log written under another --deployment or --node, or the verifier file before the signing key was rotated? "+
+		"'custos audit pubkey' writes the keys of every version)", ErrBadSignature, e.Err, e.SignedBy())
+}
+
+// SignedBy says whose the checkpoint is, for a message: `the checkpoint
+// of origin "O" is signed by "O+hash", …` (or "signed by no key"). Both
+// are quoted: they come from an unverified file. Verifier keys are named
+// by the origin (<deployment>/<node>/audit), so a log written under
+// another --deployment or --node, or checked with another verifier file
+// (one written before the signing key was rotated), lands here; note's own
+// error names neither.
+func (e *UnknownKeyError) SignedBy() string {
+	keys := make([]string, 0, len(e.Signers))
+	for _, s := range e.Signers {
+		keys = append(keys, fmt.Sprintf("%q", s))
+	}
+	signed := "signed by no key"
+	if len(keys) > 0 {
+		signed = "signed by " + strings.Join(keys, ", ")
+	}
+	return fmt.Sprintf("the checkpoint of origin %q is %s", e.Origin, signed)
+}
+
+// Is makes errors.Is(err, ErrUnknownKey) and errors.Is(err,
+// ErrBadSignature) true.
+func (e *UnknownKeyError) Is(target error) bool {
+	return target == ErrUnknownKey || target == ErrBadSignature
+}
+
+// Unwrap returns note's error.
+func (e *UnknownKeyError) Unwrap() error { return e.Err }

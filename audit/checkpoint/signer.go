@@ -200,14 +200,20 @@ func Sign(c Checkpoint, signer note.Signer) ([]byte, error) {
 // Open verifies a signed checkpoint and parses its body. It requires at
 // least one valid signature, by a key in verifiers named like the
 // checkpoint's origin; any signature by a known key that fails makes it
-// fail. Errors match ErrBadSignature (signature or note framing) or
-// ErrBadCheckpoint (body).
+// fail. Errors match ErrBadSignature (signature or note framing; also
+// ErrUnknownKey, as *UnknownKeyError, when no signature is by a key
+// given) or ErrBadCheckpoint (body).
 func Open(signedNote []byte, verifiers note.Verifiers) (Checkpoint, *note.Note, error) {
 	n, err := note.Open(signedNote, verifiers)
 	if err != nil {
 		var unv *note.UnverifiedNoteError
 		if errors.As(err, &unv) && unv.Note != nil {
-			return Checkpoint{}, nil, fmt.Errorf("%w: %v: %s", ErrBadSignature, err, unverifiedSigners(unv.Note))
+			origin, _, _ := strings.Cut(unv.Note.Text, "\n")
+			signers := make([]string, 0, len(unv.Note.UnverifiedSigs))
+			for _, s := range unv.Note.UnverifiedSigs {
+				signers = append(signers, fmt.Sprintf("%s+%08x", s.Name, s.Hash))
+			}
+			return Checkpoint{}, nil, &UnknownKeyError{Origin: origin, Signers: signers, Err: err}
 		}
 		return Checkpoint{}, nil, fmt.Errorf("%w: %v", ErrBadSignature, err)
 	}
@@ -223,27 +229,13 @@ func Open(signedNote []byte, verifiers note.Verifiers) (Checkpoint, *note.Note, 
 	return Checkpoint{}, nil, fmt.Errorf("%w: no verified signature by a key named %q", ErrBadSignature, c.Origin)
 }
 
-// unverifiedSigners says whose a note no given verifier key could check
-// is: its origin (the first line of a checkpoint body) and the keys that
-// signed it. Verifier keys are named by the origin
-// (<deployment>/<node>/audit), so a log written under another --deployment
-// or --node, or checked with another verifier file (one written before the
-// signing key was rotated), is refused here; note's own error names neither. Both are quoted: they come from an unverified
-// file.
-func unverifiedSigners(n *note.Note) string {
-	origin, _, _ := strings.Cut(n.Text, "\n")
-	keys := make([]string, 0, len(n.UnverifiedSigs))
-	for _, s := range n.UnverifiedSigs {
-		keys = append(keys, fmt.Sprintf("%q", fmt.Sprintf("%s+%08x", s.Name, s.Hash)))
-	}
-	signed := "signed by no key"
-	if len(keys) > 0 {
-		signed = "signed by " + strings.Join(keys, ", ")
-	}
-	return fmt.Sprintf("the checkpoint of origin %q is %s, none of them a verifier key given "+
-		"(verifier keys are named by the origin <deployment>/<node>/audit, one for each version of the signing key: "+
-		"was the log written under another --deployment or --node, or the verifier file before the signing key was rotated? "+
-		"'custos audit pubkey' writes the keys of every version)", origin, signed)
+// VerifierKeyName is the name of verifier key vkey as signatures and
+// messages name it: "origin+hash" (the line 'custos audit pubkey' writes,
+// without the public key).
+func VerifierKeyName(vkey string) string {
+	name, rest, _ := strings.Cut(vkey, "+")
+	hash, _, _ := strings.Cut(rest, "+")
+	return name + "+" + hash
 }
 
 // VerifierKeys returns the verifier keys of origin for the given key

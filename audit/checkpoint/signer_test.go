@@ -368,3 +368,62 @@ func TestOpenNamesTheOriginOfAnUnverifiedNote(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownKeyIsAnErrorNotAText: a checkpoint signed by a key that is
+// not given (after a rotation of the signing key, an old verifier file)
+// is ErrUnknownKey, with the origin and the signer as fields, through
+// CheckAgainst too; one whose signature by a given key does not verify
+// (a changed note), a fork and a rollback acknowledgement signed by
+// another key (beside a latest checkpoint the keys verify) are not.
+// Callers told them apart by matching the error's text, which holds the
+// anchor file's name: a fork in an anchor directory named with that text
+// read as a key problem.
+func TestUnknownKeyIsAnErrorNotAText(t *testing.T) {
+	ctx := context.Background()
+	s, ks, v := testSigner(t)
+	tr := newTree("r", 4)
+	e := signedEntry(t, s, tr, 4)
+	ks.rotate(2) // the next checkpoint: the new key version, not in v
+	rotated := signedEntry(t, s, tr, 4)
+
+	err := CheckAgainst(ctx, tr, []Entry{rotated}, v)
+	var uk *UnknownKeyError
+	if !errors.Is(err, ErrUnknownKey) || !errors.Is(err, ErrBadSignature) || !errors.As(err, &uk) {
+		t.Fatalf("CheckAgainst, checkpoint by another key version = %v, want ErrUnknownKey and ErrBadSignature", err)
+	}
+	if uk.Origin != testOrigin || len(uk.Signers) != 1 || !strings.HasPrefix(uk.Signers[0], testOrigin+"+") || !strings.Contains(err.Error(), uk.Signers[0]) {
+		t.Errorf("UnknownKeyError = %+v; want origin %q and its one signer, named in %q", uk, testOrigin, err)
+	}
+
+	changed := bytes.Replace(e.Note, []byte("\n4\n"), []byte("\n5\n"), 1)
+	vkeys, err := VerifierKeys(testOrigin, ks) // both versions
+	if err != nil {
+		t.Fatal(err)
+	}
+	both, err := ParseVerifierFile(FormatVerifierFile(vkeys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forkNote, err := Sign(Checkpoint{Origin: testOrigin, Size: 4, Root: tlog.Hash{1}}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forked := Entry{Size: 4, Root: tlog.Hash{1}, Note: forkNote}
+	// An acknowledgement by the new version, on a line the first verifies.
+	ack, err := SignRollback(Rollback{Origin: testOrigin, From: 3, Behind: 4, To: 4, ToRoot: e.Root, Record: strings.Repeat("ab", 32)}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withAck := e
+	withAck.Rollback = &Rollback{Note: ack}
+	for name, err := range map[string]error{
+		"a changed note":   func() error { _, _, err := Open(changed, v); return err }(),
+		"a fork":           CheckAgainst(ctx, tr, []Entry{forked}, both),
+		"a rollback ack":   CheckAgainst(ctx, tr, []Entry{withAck}, v),
+		"OpenRollback ack": func() error { _, err := OpenRollback(ack, v); return err }(),
+	} {
+		if err == nil || errors.Is(err, ErrUnknownKey) {
+			t.Errorf("%s: %v, want an error that is not ErrUnknownKey", name, err)
+		}
+	}
+}

@@ -83,7 +83,8 @@ func Load(anchors ...*Anchor) ([]Entry, error) {
 //  1. no two entries disagree on the root for one size (*ForkError, whose
 //     notes' signatures are then checked and marked Verified);
 //  2. the entry with the largest size opens with verifiers and its body
-//     matches its size and root (ErrBadSignature / ErrBadCheckpoint);
+//     matches its size and root (ErrBadSignature, and ErrUnknownKey when
+//     it carries no signature by a key in verifiers / ErrBadCheckpoint);
 //  3. the local size is at least that size (*RolledBackError);
 //  4. for every anchored size, the local TreeHash equals the anchored root
 //     (*ForkError with the local tree as side B: a rewritten history even

@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/mod/sumdb/note"
 
 	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/audit/access"
@@ -240,7 +238,11 @@ JSON document for an auditor's script: {"bundle": DIR, "manifest":
 other file's name in DIR and "sha256:<hex>"), "created"; and "signed_by":
 the keys whose signatures the checkpoints carry, named as in a verifier
 file, "origin+hash", not checked here: the verifier keys an auditor
-needs}. --json goes with --out only.
+needs}. --json goes with --out only. DIR appears only complete, and only
+for an export that succeeds: the bundle is received in a hidden
+.DIR.partial-* beside it and renamed to DIR once its report above is made;
+if the report cannot be printed it is taken back (nothing is left, a DIR
+given empty is empty again).
 
 export --format writes the audit records in [--since, --until) to stdout or to FILE.
 jsonl writes each record's exact canonical bytes, one per line, so every line
@@ -429,7 +431,7 @@ func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool, pubke
 			fmt.Fprintf(out, "FAILED: %d problem(s) in %d records\n", len(res.Problems)+btoi(anchorFailed), sum.Records)
 		}
 	}
-	if anchorFailed && signedByNoKeyGiven(res.Anchor.Error) {
+	if anchorFailed && signedByNoKeyGiven(res.Anchor) {
 		// Nothing vouches for the log (exit 1, as before), but what is
 		// wrong is most likely the verifier file, not the log: after a
 		// rotation of the signing key an old file verifies no new
@@ -450,20 +452,23 @@ func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool, pubke
 	return nil
 }
 
-// signedByNoKeyGiven reports whether the anchor check failed (anchorErr,
-// AnchorResult.Error) because the latest anchored checkpoint carries no
-// signature by a key in the verifier file (checkpoint.Open on a
-// note.UnverifiedNoteError, which names the checkpoint's origin)
-// rather than because the log does not match a checkpoint that verified
-// or a signature by a key in the file does not verify (note's
-// InvalidSignatureError: a changed note). A rollback acknowledgement
-// signed by no key in the file (checkpoint.OpenRollback) is not: the
-// check reaches it only once the file verified the latest checkpoint, so
-// the file is the log's and the acknowledgement someone else's. The
-// result crosses the admin socket as text, so the errors are told apart
-// by their texts, taken from the errors themselves.
-func signedByNoKeyGiven(anchorErr string) bool {
-	return strings.Contains(anchorErr, checkpoint.ErrBadSignature.Error()+": "+(&note.UnverifiedNoteError{}).Error()+": the checkpoint of origin ")
+// signedByNoKeyGiven reports whether the anchor check failed because the
+// latest anchored checkpoint carries no signature by a key in the verifier
+// file (checkpoint.ErrUnknownKey: a verifier file for another signing key
+// version or origin) rather than because the log does not match a
+// checkpoint that verified, or a signature by a key in the file does not
+// verify (a changed note), or a rollback acknowledgement is signed by no
+// key in the file (the file verified the latest checkpoint, so it is the
+// log's and the acknowledgement someone else's): AnchorResult.Cause, set
+// by the operation where the error is made. It was told from the error's
+// text, which holds the anchor file's name: an --anchor-dir named with
+// that text made a fork read as a key problem. A result without Cause
+// (a server older than the field, over the admin socket) is read as a
+// mismatch, the alarming reading, and never from the text: the exit is 1
+// either way, and the BROKEN anchor line printed above still carries the
+// server's whole error, which names the key that signed.
+func signedByNoKeyGiven(a *access.AnchorResult) bool {
+	return a != nil && a.Cause == access.AnchorUnknownKey
 }
 
 // verifyUnrecorded verifies a log that cannot take an access record (it

@@ -90,7 +90,7 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 		return fmt.Errorf("--out %s: %w", out, err)
 	}
 	defer target.Discard()
-	m, err := fetchBundle(cmd, d, req, target, out, asJSON)
+	m, err := fetchBundle(cmd, d, req, target, asJSON)
 	if err != nil {
 		if errors.Is(err, access.ErrBadRequest) && (fromSeq != 0 || toSeq != 0) {
 			// The rest of a seq range's request was refused above: what
@@ -112,25 +112,49 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 		}
 		return err
 	}
-	if asJSON {
-		raw, err := os.ReadFile(filepath.Join(out, bundle.FileManifest))
-		if err != nil {
-			return err
-		}
-		signers, err := checkpointSigners(filepath.Join(out, bundle.FileCheckpoints))
-		if err != nil {
-			return err
-		}
-		return writeJSON(cmd.OutOrStdout(), struct {
-			Bundle         string `json:"bundle"`
-			ManifestDigest string `json:"manifest"` // "sha256:" + hex of manifest.json
-			bundle.Manifest
-			SignedBy []string `json:"signed_by"`
-		}{out, fmt.Sprintf("sha256:%x", sha256.Sum256(raw)), m, signers})
+	// The report is made from the bundle before it is put in place, and
+	// the bundle taken back if the report cannot be printed: a failed
+	// command leaves no bundle (nor anything else) in --out.
+	report, err := bundleReport(out, target.Dir(), m, asJSON)
+	if err != nil {
+		return fmt.Errorf("bundle NOT written to %s: %w", out, err)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "bundle %s: records %d..%d (%d), checkpoints at sizes %d and %d, origin %s\n",
-		out, m.From, m.To, m.Records, m.Lower, m.Upper, m.Origin)
+	if err := target.Publish(); err != nil {
+		return fmt.Errorf("bundle NOT written to %s: %w", out, err)
+	}
+	if _, err := cmd.OutOrStdout().Write(report); err != nil {
+		if werr := target.Withdraw(); werr != nil {
+			return fmt.Errorf("printing the report of bundle %s: %w; the bundle is complete, but could not be taken back (%v): remove it, or keep it and check it with 'custos audit verify --bundle'", out, err, werr)
+		}
+		return fmt.Errorf("bundle NOT written to %s (taken back): printing its report: %w", out, err)
+	}
 	return nil
+}
+
+// bundleReport is what 'audit export --out DIR' prints about the bundle
+// received in dir (its partial directory), which goes to out: one line,
+// or with asJSON the JSON document its --help describes.
+func bundleReport(out, dir string, m bundle.Manifest, asJSON bool) ([]byte, error) {
+	if !asJSON {
+		return fmt.Appendf(nil, "bundle %s: records %d..%d (%d), checkpoints at sizes %d and %d, origin %s\n",
+			out, m.From, m.To, m.Records, m.Lower, m.Upper, m.Origin), nil
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, bundle.FileManifest))
+	if err != nil {
+		return nil, err
+	}
+	signers, err := checkpointSigners(filepath.Join(dir, bundle.FileCheckpoints))
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	err = writeJSON(&b, struct {
+		Bundle         string `json:"bundle"`
+		ManifestDigest string `json:"manifest"` // "sha256:" + hex of manifest.json
+		bundle.Manifest
+		SignedBy []string `json:"signed_by"`
+	}{out, fmt.Sprintf("sha256:%x", sha256.Sum256(raw)), m, signers})
+	return b.Bytes(), err
 }
 
 // checkpointSigners names the keys whose signatures the checkpoints in the
@@ -164,10 +188,11 @@ func checkpointSigners(path string) ([]string, error) {
 	return signers, nil
 }
 
-// fetchBundle writes the export bundle req asks for into target, the new
-// directory out, through withAuditReader (one access record, action
-// req.Action or audit/export), and returns its manifest.
-func fetchBundle(cmd *cobra.Command, d dataDir, req access.BundleRequest, target *access.BundleTarget, out string, asJSON bool) (bundle.Manifest, error) {
+// fetchBundle receives the export bundle req asks for into target's
+// partial directory (not yet in place: the caller publishes it) through
+// withAuditReader (one access record, action req.Action or audit/export),
+// and returns its manifest.
+func fetchBundle(cmd *cobra.Command, d dataDir, req access.BundleRequest, target *access.BundleTarget, asJSON bool) (bundle.Manifest, error) {
 	tick, done := auditProgress(cmd, asJSON, "writing the bundle")
 	err := withAuditReader(cmd, d, func(r auditReader) error {
 		_, err := r.DoProgress(cmd.Context(), access.OpBundle, req, func(rd io.Reader) error { return target.Read(rd) }, tick)
@@ -177,7 +202,7 @@ func fetchBundle(cmd *cobra.Command, d dataDir, req access.BundleRequest, target
 	if err != nil {
 		return bundle.Manifest{}, err
 	}
-	return readManifest(out)
+	return readManifest(target.Dir())
 }
 
 // readManifest reads the manifest of the bundle in dir.

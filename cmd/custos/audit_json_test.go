@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/custos-mcp/custos/audit"
+	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/audittest"
 	"github.com/custos-mcp/custos/audit/bundle"
 	"github.com/custos-mcp/custos/audit/checkpoint"
@@ -246,62 +250,74 @@ func TestVerifyWithAnOldVerifierFileNamesTheKey(t *testing.T) {
 	}
 }
 
-// TestSignedByNoKeyGiven tells the errors of checkpoint.Open apart as
-// audit verify sees them, as text: a note signed by a key that is not in
-// the verifier file (another key), from a note whose signature by a key
-// in the file does not verify (a changed note: not the verifier file's
-// fault).
-func TestSignedByNoKeyGiven(t *testing.T) {
-	ctx := context.Background()
-	signerOf := func() (*checkpoint.Signer, note.Verifiers) {
-		keys, err := secrets.NewDev()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, vk, err := checkpoint.NewSigner(ctx, testOrigin, keys)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vs, err := checkpoint.ParseVerifierFile([]byte(vk + "\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s, vs
+// TestVerifyForkInAnchorNamedLikeAKeyProblem: audit verify told a
+// checkpoint signed by no key in --pubkey (a verifier file for another
+// key) from a log that does not match its checkpoints by the error's text,
+// which names the anchor file: a fork in an --anchor-dir whose name holds
+// that text read as "--pubkey holds no key that signed the anchored
+// checkpoint", the operator's fault, not tampering. The operation now says
+// why in a field (access.AnchorResult.Cause, from checkpoint.ErrUnknownKey),
+// and a fork reads as one whatever the anchor is called.
+func TestVerifyForkInAnchorNamedLikeAKeyProblem(t *testing.T) {
+	data := anchoredDataDir(t, 3)
+	keys := devVerifierFile(t, data)
+	crafted := checkpoint.ErrBadSignature.Error() + ": " + (&note.UnverifiedNoteError{}).Error() + ": the checkpoint of origin "
+	anchor := filepath.Join(t.TempDir(), crafted)
+	if err := os.Mkdir(anchor, 0o700); err != nil {
+		t.Fatal(err)
 	}
-	a, aKeys := signerOf()
-	_, bKeys := signerOf()
-	signed, err := checkpoint.Sign(checkpoint.Checkpoint{Origin: testOrigin, Size: 1, Root: tlog.Hash{1}}, a)
+	// The fork: the log's key signs another root for the log's size,
+	// anchored in the crafted directory.
+	kf, err := os.ReadFile(filepath.Join(data, secrets.DevKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	changed := bytes.Replace(signed, []byte("\n1\n"), []byte("\n2\n"), 1)
+	if err := os.WriteFile(filepath.Join(anchor, secrets.DevKeyFile), kf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	anchorCheckpoint(t, anchor, checkpoint.Checkpoint{Origin: testOrigin, Size: int64(auditHead(t, data)), Root: tlog.Hash{1}})
+
+	code, stdout, stderr := runCLI("audit", "verify", "--data-dir", data, "--anchor-dir", anchor, "--pubkey", keys, "--json")
+	var res access.VerifyResult
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.Anchor == nil {
+		t.Fatalf("verify --json: exit %d, %v\n%s%s", code, err, stdout, stderr)
+	}
+	if res.Anchor.Cause != access.AnchorMismatch || !strings.Contains(res.Anchor.Error, "fork") {
+		t.Errorf("verify --json of a fork: anchor %+v, want cause %q and the fork", res.Anchor, access.AnchorMismatch)
+	}
+	code, stdout, stderr = runCLI("audit", "verify", "--data-dir", data, "--anchor-dir", anchor, "--pubkey", keys)
+	if code != 1 || !strings.Contains(stdout, "fork") || !strings.Contains(stderr, "audit log does not match its anchored checkpoints") || strings.Contains(stderr, "no key that signed") {
+		t.Errorf("verify of a fork in an anchor named like a key problem: exit %d, want 1 saying the log does not match its checkpoints\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+}
+
+// TestVerifyResultWithoutCause: a result from a server older than
+// AnchorResult.Cause (over the admin socket) whose error says the
+// checkpoint is signed by no key given reads as a log that does not match
+// its checkpoints, the alarming reading: the text is not believed, as it
+// cannot be told from an anchor file's name. The BROKEN line still shows
+// the server's whole error. With the cause, the same text reads as a key
+// problem, and the cause alone decides.
+func TestVerifyResultWithoutCause(t *testing.T) {
+	text := "anchor line 2: " + checkpoint.ErrBadSignature.Error() + ": " + (&note.UnverifiedNoteError{}).Error() +
+		": the checkpoint of origin \"o/n/audit\" is signed by \"o/n/audit+0123abcd\", none of them a verifier key given"
 	for _, c := range []struct {
-		name string
-		note []byte
-		keys note.Verifiers
-		want bool
+		cause, want, not string
 	}{
-		{"another key", signed, bKeys, true},
-		{"a changed note", changed, aKeys, false},
+		{"", "does not match its anchored checkpoints", "no key that signed"},
+		{access.AnchorMismatch, "does not match its anchored checkpoints", "no key that signed"},
+		{access.AnchorUnknownKey, "no key that signed", "does not match"},
 	} {
-		_, _, err := checkpoint.Open(c.note, c.keys)
-		if err == nil {
-			t.Fatalf("%s: opens", c.name)
+		var out bytes.Buffer
+		cmd := &cobra.Command{}
+		cmd.SetOut(&out)
+		err := printVerify(cmd, access.VerifyResult{Anchor: &access.AnchorResult{Error: text, Cause: c.cause}}, false, "keys.vkeys")
+		var ee exitError
+		if !errors.As(err, &ee) || ee.code != 1 || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), c.not) {
+			t.Errorf("cause %q: %v, want exit 1 saying %q", c.cause, err, c.want)
 		}
-		if got := signedByNoKeyGiven(err.Error()); got != c.want {
-			t.Errorf("%s: signedByNoKeyGiven(%q) = %v, want %v", c.name, err, got, c.want)
+		if !strings.Contains(out.String(), "BROKEN anchor: "+text) {
+			t.Errorf("cause %q: the output does not show the error:\n%s", c.cause, out.String())
 		}
-	}
-	// A rollback acknowledgement signed by no key in the file, beside a
-	// latest checkpoint the file verified (CheckAgainst opens that one
-	// first): the file is the log's, the acknowledgement is not (a
-	// rollback acknowledged by someone else: tampering, not a key rotation).
-	r := checkpoint.Rollback{Origin: testOrigin, From: 1, Behind: 2, To: 2, Record: strings.Repeat("ab", 32)}
-	ack, err := checkpoint.SignRollback(r, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := checkpoint.OpenRollback(ack, bKeys); err == nil || signedByNoKeyGiven(err.Error()) {
-		t.Errorf("a rollback acknowledgement by another key: signedByNoKeyGiven(%v) = true, want false", err)
 	}
 }

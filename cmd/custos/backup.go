@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -42,7 +43,8 @@ removed, and the command exits 1 naming every problem.
 
 Exit status: 0 the backup is written and verified; 1 no backup was written
 (the copy does not verify, or it could not be taken: the message says
-which); 2 bad usage. backup is an operation, not a check: to check the live
+which; or its report could not be printed, and the backup was taken back);
+2 bad usage. backup is an operation, not a check: to check the live
 log itself, run 'custos audit verify'.
 
 Keys are not in a backup (they live in Vault; a --dev directory's dev key
@@ -118,10 +120,23 @@ Example:
 				}
 				return fmt.Errorf("backup NOT written: %w", err)
 			}
+			// A report that cannot be printed (a closed pipe) takes the
+			// backup back: "1 no backup was written" stays true.
+			var report bytes.Buffer
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), rep)
+				err = writeJSON(&report, rep)
+			} else {
+				printBackup(&report, abs, rep, res)
 			}
-			printBackup(cmd.OutOrStdout(), abs, rep, res)
+			if err == nil {
+				_, err = cmd.OutOrStdout().Write(report.Bytes())
+			}
+			if err != nil {
+				if werr := staged.Withdraw(); werr != nil {
+					return fmt.Errorf("printing the report of backup %s: %w; the backup is complete and verified, but could not be taken back (%v)", abs, err, werr)
+				}
+				return fmt.Errorf("backup NOT written (taken back from %s): printing its report: %w", abs, err)
+			}
 			return nil
 		},
 	}

@@ -124,7 +124,10 @@ error names 'custos audit verify', which lists the broken records.
 
 Exit status: 0 the package is written and every verification in it passed;
 1 a verification failed (the package is written and says what failed), or
-no package was written (the error says why); 2 bad usage.
+no package was written (the error says why); 2 bad usage. The package is put
+in place after its summary is made, and taken back if the summary cannot be
+printed (a closed pipe): then nothing is left in --out (a --out given empty
+is empty again), and the exit is 1.
 
 On a terminal, report draws its progress reading the log (records verified,
 scanned and bundled), then checking the bundle offline (bytes of its files),
@@ -174,15 +177,30 @@ Examples:
 			p := packageRun{cmd: cmd, d: d, ask: af.ask(), out: out, since: s, until: u, retention: ret,
 				anchorDir: anchorDir, testResults: testResults, pubkey: pubkey, dev: dev, asJSON: asJSON, vf: &vf}
 			rep, err := p.run(cmd.Context())
+			defer p.discard()
 			if err != nil {
 				return err
 			}
+			// The summary is made before the package is put in place,
+			// and the package taken back if it cannot be printed: a
+			// failed command leaves no package in --out.
+			var summary bytes.Buffer
 			if asJSON {
-				if err := writeJSON(cmd.OutOrStdout(), packageSummary(out, rep)); err != nil {
-					return err
-				}
+				err = writeJSON(&summary, packageSummary(out, rep))
 			} else {
-				printPackageSummary(cmd, out, rep)
+				printPackageSummary(&summary, out, rep)
+			}
+			if err == nil {
+				err = p.publish()
+			}
+			if err != nil {
+				return fmt.Errorf("package NOT written to %s: %w", out, err)
+			}
+			if _, err := cmd.OutOrStdout().Write(summary.Bytes()); err != nil {
+				if werr := p.withdraw(); werr != nil {
+					return fmt.Errorf("printing the summary of package %s: %w; the package is complete, but could not be taken back (%v)", out, err, werr)
+				}
+				return fmt.Errorf("package NOT written to %s (taken back): printing its summary: %w", out, err)
 			}
 			if !rep.Verification.OK || !rep.Retention.NothingDeleted.OK {
 				return exitError{code: 1, err: fmt.Errorf("verification failed: the package in %s records what failed", out)}
@@ -266,14 +284,24 @@ type packageRun struct {
 	dev                    bool
 	asJSON                 bool // no progress bar
 	vf                     *vaultFlags
+
+	// The package's partial directory (run makes it; publish, withdraw
+	// and discard), its FileInfo, the mode of the empty --out given (0:
+	// none) and its lock's release.
+	tmp       string
+	tmpInfo   os.FileInfo
+	given     os.FileMode
+	release   func()
+	published bool
 }
 
 func (p *packageRun) step(format string, args ...any) {
 	fmt.Fprintf(p.cmd.ErrOrStderr(), "compliance report: "+format+"\n", args...)
 }
 
-// run writes the package into a temporary directory beside p.out and
-// renames it into place when complete. The log is read once, through
+// run writes the package into a partial directory beside p.out (p.tmp),
+// which publish renames into place once the caller has made its summary,
+// and discard removes otherwise. The log is read once, through
 // withAuditReader (a running server's admin socket, or this process under
 // the log's lock): one access record (compliance/report), then the
 // verification, the retention scan and the bundle of the view that ends
@@ -325,17 +353,18 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 	// runs): a killed report's, which holds copies of records, is removed
 	// by the next report to the same --out, as a killed export's or
 	// backup's is.
+	given := partialdir.GivenMode(p.out)
 	tmp, release, _, err := partialdir.New(p.out)
 	if err != nil {
 		return nil, fmt.Errorf("--out %s: %w", p.out, err)
 	}
-	defer release()
-	published := false
-	defer func() {
-		if !published {
-			os.RemoveAll(tmp)
-		}
-	}()
+	info, err := os.Lstat(tmp)
+	if err != nil {
+		release()
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("--out %s: %w", p.out, err)
+	}
+	p.tmp, p.tmpInfo, p.given, p.release = tmp, info, given, release
 	bdir := filepath.Join(tmp, packageBundle)
 	p.step("verifying the audit log and its %d anchored checkpoints, scanning it for retention, writing the export bundle", len(entries))
 	var res access.ComplianceResult
@@ -405,12 +434,43 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 			return nil, err
 		}
 	}
-	// Publish: an empty --out is replaced, a non-empty one was refused.
-	if err := durable.PublishDir(tmp, p.out, emptyTarget); err != nil {
-		return nil, err
-	}
-	published = true
 	return rep, nil
+}
+
+// publish puts the package that run wrote in place: an empty --out is
+// replaced, a non-empty one refused. On failure nothing is left (a
+// rename done, its parent's fsync failed: taken back).
+func (p *packageRun) publish() error {
+	if err := partialdir.Publish(p.tmp, p.out, p.tmpInfo, p.given, emptyTarget); err != nil {
+		return err
+	}
+	p.published = true
+	return nil
+}
+
+// withdraw takes back the package publish put in place
+// (partialdir.Withdraw), for a command that failed after it.
+func (p *packageRun) withdraw() error {
+	if !p.published {
+		return nil
+	}
+	err := partialdir.Withdraw(p.out, p.tmp, p.tmpInfo, p.given)
+	if err == nil {
+		p.published = false
+	}
+	return err
+}
+
+// discard removes the partial directory unless it was published, and
+// releases its lock. Safe to call more than once, and before run made it.
+func (p *packageRun) discard() {
+	if p.tmp != "" && !p.published {
+		os.RemoveAll(p.tmp)
+	}
+	if p.release != nil {
+		p.release()
+		p.release = nil
+	}
 }
 
 // verifierKeys reads --pubkey, or derives the keys of the latest
@@ -570,8 +630,7 @@ func packageSummary(out string, rep *report.Report) map[string]any {
 	}
 }
 
-func printPackageSummary(cmd *cobra.Command, out string, rep *report.Report) {
-	w := cmd.OutOrStdout()
+func printPackageSummary(w io.Writer, out string, rep *report.Report) {
 	verdict := "VERIFIED"
 	if !rep.Verification.OK || !rep.Retention.NothingDeleted.OK {
 		verdict = "VERIFICATION FAILED"

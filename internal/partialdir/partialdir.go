@@ -3,16 +3,22 @@
 // .OUT.partial-*, locked by the receiving process until it removed it or
 // renamed it into place. One a killed process (kill -9, power loss) left
 // behind is unlocked, and the next command to the same OUT removes it.
-// backup and audit/access share it, so their partial directories follow
-// one convention.
+// backup, audit/access and compliance report share it, so their partial
+// directories follow one convention. Publish renames a complete one into
+// place; a command that published its directory and then failed (its
+// report could not be printed) takes it back with Withdraw, so that a
+// failed command leaves nothing at OUT.
 package partialdir
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/custos-mcp/custos/internal/durable"
 )
 
 // Grace is how old an unlocked partial directory must be before it counts
@@ -79,4 +85,84 @@ func RemoveStale(out string, now time.Time) []string {
 		release()
 	}
 	return removed
+}
+
+// GivenMode is the mode of out when it is an empty directory a command
+// was given to write into (and that publishing the partial directory
+// replaces): what Withdraw makes again. 0 when out does not exist (or is
+// anything else).
+func GivenMode(out string) os.FileMode {
+	fi, err := os.Lstat(out)
+	if err != nil || !fi.IsDir() {
+		return 0
+	}
+	return fi.Mode().Perm() | os.ModeDir
+}
+
+// Publish renames the complete partial directory partial to out
+// (durable.PublishDir: fsynced, an empty out replaced, check called on out
+// first when not nil). On failure nothing is left of it: a rename done
+// whose parent's fsync failed is taken back (Withdraw), and the empty out
+// given (GivenMode) is made again if it was removed. published is
+// partial's FileInfo, as for Withdraw. The partial directory itself, when
+// the rename did not happen, is the caller's to remove.
+func Publish(partial, out string, published os.FileInfo, given os.FileMode, check func(string) error) error {
+	err := durable.PublishDir(partial, out, check)
+	if err == nil {
+		return nil
+	}
+	if _, serr := os.Lstat(partial); errors.Is(serr, os.ErrNotExist) {
+		if werr := Withdraw(out, partial, published, given); werr != nil {
+			return fmt.Errorf("%w; and taking %s back failed: %v", err, out, werr)
+		}
+		return err
+	}
+	if rerr := Remake(out, given); rerr != nil {
+		return fmt.Errorf("%w; and making the empty %s again failed: %v", err, out, rerr)
+	}
+	return err
+}
+
+// Withdraw takes back the directory a command published at out (renamed
+// from the partial directory partial) when the command fails after it,
+// e.g. printing its report: it renames out back to partial, one atomic
+// step, so out never shows incomplete, and removes it; a crash in between
+// leaves a partial directory that the next command removes. published is
+// the partial directory's own FileInfo, taken before it was renamed: a
+// directory at out that is no longer it is left alone (an error). given,
+// from GivenMode, is the empty directory that was at out: it is made
+// again with that mode. The lock on partial, if held, is the caller's to
+// release.
+func Withdraw(out, partial string, published os.FileInfo, given os.FileMode) error {
+	fi, err := os.Lstat(out)
+	if err != nil {
+		return err
+	}
+	if !os.SameFile(fi, published) {
+		return fmt.Errorf("partialdir: %s is no longer the directory this command wrote: left as it is", out)
+	}
+	if err := os.Rename(out, partial); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(partial); err != nil {
+		return err
+	}
+	return Remake(out, given)
+}
+
+// Remake makes out again, the empty directory of mode given (GivenMode)
+// that publishing removed, unless given is 0 or out exists, and syncs its
+// parent.
+func Remake(out string, given os.FileMode) error {
+	if given != 0 {
+		if _, err := os.Lstat(out); errors.Is(err, os.ErrNotExist) {
+			if err := os.Mkdir(out, given.Perm()); err != nil {
+				return err
+			}
+			if err := os.Chmod(out, given.Perm()); err != nil { // past the umask
+				return err
+			}
+		}
+	}
+	return durable.SyncDir(filepath.Dir(out))
 }

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/custos-mcp/custos/store"
+)
+
+// failingWriter is a stdout that fails every write, as a closed pipe does
+// (an auditor's script that died).
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) {
+	return 0, errors.New("write /dev/stdout: broken pipe")
+}
+
+// TestAuditExportBundleFailingLeavesNothing: 'audit export --out DIR'
+// whose report (the line, or --json's document) could not be written
+// exited 1 with the bundle left in DIR: the bundle was renamed into place
+// as soon as its stream was received, before the manifest was read back
+// and the report printed, so anything failing after it left a bundle
+// behind a failed command (an auditor could take it for one the command
+// vouched for, and a retry to the same --out was refused as not empty).
+// Now DIR appears only once everything but the printing succeeded, and a
+// failed printing takes it back: nothing is left, neither DIR nor a
+// partial directory beside it, and a given empty DIR is empty again. The
+// line's failure was not even noticed (exit 0).
+func TestAuditExportBundleFailingLeavesNothing(t *testing.T) {
+	data := anchoredDataDir(t, 4)
+	checkFailedPrintLeavesNothing(t, []string{"audit", "export", "--data-dir", data, "--purpose", "HOPERAT"}, true)
+}
+
+// TestComplianceReportFailingLeavesNothing: 'compliance report --out DIR'
+// put its package in place, then printed its summary: a summary that
+// could not be written (a closed pipe) exited 1 with the package left in
+// DIR (a retry to DIR refused as not empty). The package is now taken
+// back, as a bundle is: nothing is left in or beside DIR, and a given
+// empty DIR is empty again.
+func TestComplianceReportFailingLeavesNothing(t *testing.T) {
+	data := anchoredDataDir(t, 4)
+	checkFailedPrintLeavesNothing(t, []string{"compliance", "report", "--data-dir", data, "--dev", "--purpose", "HOPERAT"}, false)
+}
+
+// TestBackupFailingLeavesNothing: 'custos backup --out DIR' renamed the
+// verified backup into place, then printed its report: a report that
+// could not be written (a closed pipe) exited 1 with --json, 0 without
+// (unnoticed), the backup left in DIR either way, though its --help says
+// "1 no backup was written". The backup is now taken back, as a bundle
+// and a compliance package are.
+func TestBackupFailingLeavesNothing(t *testing.T) {
+	data := anchoredDataDir(t, 4)
+	st, err := store.Open(filepath.Join(data, "catalog.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkFailedPrintLeavesNothing(t, []string{"backup", "--data-dir", data, "--purpose", "HOPERAT"}, false)
+}
+
+// checkFailedPrintLeavesNothing runs custos with args, --out DIR and a
+// stdout that fails: its report as text, then with --json into a DIR given
+// empty (and with --json into a new DIR if allJSON). Each run must exit 1
+// naming the failed write and leave nothing beside DIR but DIR itself when
+// it was given, empty with its mode 0750; a retry to DIR then succeeds.
+func checkFailedPrintLeavesNothing(t *testing.T, args []string, allJSON bool) {
+	t.Helper()
+	cases := []struct {
+		name        string
+		json, empty bool
+	}{{"text", false, false}, {"json into an empty DIR", true, true}}
+	if allJSON {
+		cases = append(cases, struct {
+			name        string
+			json, empty bool
+		}{"json", true, false})
+	}
+	for _, c := range cases {
+		base := t.TempDir()
+		out := filepath.Join(base, "out")
+		if c.empty {
+			if err := os.Mkdir(out, 0o750); err != nil {
+				t.Fatal(err)
+			}
+		}
+		args := append(append([]string(nil), args...), "--out", out)
+		if c.json {
+			args = append(args, "--json")
+		}
+		var stderr bytes.Buffer
+		code := run(args, failingWriter{}, &stderr)
+		if code != 1 || !strings.Contains(stderr.String(), "broken pipe") {
+			t.Errorf("%s: exit %d, want 1 naming the failed write:\n%s", c.name, code, stderr.String())
+		}
+		var left []string
+		entries, err := os.ReadDir(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			left = append(left, e.Name())
+		}
+		want := ""
+		if c.empty {
+			want = "out"
+		}
+		if strings.Join(left, " ") != want {
+			t.Errorf("%s: the failed command left %v beside --out, want %q", c.name, left, want)
+		}
+		if c.empty {
+			if es, err := os.ReadDir(out); err != nil || len(es) != 0 {
+				t.Errorf("%s: the given empty --out holds %d entries (%v) after the failed command", c.name, len(es), err)
+			} else if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o750 {
+				t.Errorf("%s: the given empty --out: %v, mode %v, want 0750", c.name, err, fi.Mode().Perm())
+			}
+		}
+		if code, stdout, stderr := runCLI(args...); code != 0 {
+			t.Errorf("%s: the retry: exit %d\n%s%s", c.name, code, stdout, stderr)
+		}
+	}
+}
