@@ -3,10 +3,8 @@ package minimize
 import (
 	"bytes"
 	"encoding/json"
-	"io/fs"
 	"maps"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/custos-mcp/custos/e2e/validators"
 	"github.com/custos-mcp/custos/internal/fhirr4"
+	"github.com/custos-mcp/custos/internal/repofiles"
 )
 
 // everyKind is one obligation of every kind and function that works on a
@@ -86,19 +85,15 @@ func typedFixtures(t *testing.T) (names []string, docs [][]byte) {
 		names, docs = append(names, name), append(docs, c.Bytes())
 	}
 	for _, root := range []string{"testdata", "../rego/testdata", "../testdata/fhir-corpus"} {
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".json") {
-				return err
+		for _, p := range repofiles.Tracked(t, root) { // the fixtures git tracks
+			if !strings.HasSuffix(p, ".json") {
+				continue
 			}
 			b, err := os.ReadFile(p)
 			if err != nil {
-				return err
+				t.Fatal(err)
 			}
 			add(p, b)
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
 		}
 	}
 	add("everyPrimitiveProbe", []byte(everyPrimitiveProbe))

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/custos-mcp/custos/e2e/validators"
+	"github.com/custos-mcp/custos/internal/repofiles"
 	"github.com/custos-mcp/custos/store/synth"
 )
 
@@ -28,40 +29,27 @@ type fixture struct {
 }
 
 // fixtures returns every JSON value with a string resourceType in the
-// .json, .ndjson and their .gz files under root (hidden directories and
-// installed packages left out: node_modules, and the implementation
-// guides' packages `make igexamples` installs, which rego's
-// TestIGExamplesViews runs through both validators, knowing the HL7
-// schema's defects they meet).
-func fixtures(t *testing.T, root string) []fixture {
+// .json, .ndjson and their .gz files of paths, each named by its path
+// relative to root.
+func fixtures(t *testing.T, root string, paths []string) []fixture {
 	t.Helper()
 	var out []fixture
-	igPackages := filepath.Join(root, "e2e", "igexamples", "packages")
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p != root && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".") || p == igPackages) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		name := strings.TrimSuffix(d.Name(), ".gz")
-		if !strings.HasSuffix(name, ".json") && !strings.HasSuffix(name, ".ndjson") || !d.Type().IsRegular() {
-			return nil
+	for _, p := range paths {
+		name := strings.TrimSuffix(filepath.Base(p), ".gz")
+		if !strings.HasSuffix(name, ".json") && !strings.HasSuffix(name, ".ndjson") {
+			continue
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		if name != d.Name() {
+		if name != filepath.Base(p) {
 			zr, err := gzip.NewReader(bytes.NewReader(b))
 			if err != nil {
-				return nil // a fixture of bad gzip
+				continue // a fixture of bad gzip
 			}
 			if b, err = io.ReadAll(zr); err != nil {
-				return nil
+				continue
 			}
 		}
 		var vals [][]byte
@@ -91,15 +79,29 @@ func fixtures(t *testing.T, root string) []fixture {
 			rel, _ := filepath.Rel(root, p)
 			out = append(out, fixture{where: rel + ":" + strconv.Itoa(i+1), raw: c.Bytes(), m: m})
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return out
 }
 
+// generatedFiles returns the regular files under dir, a directory the
+// test wrote itself.
+func generatedFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var paths []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			paths = append(paths, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return paths
+}
+
 // TestCheckAgreesWithReference runs every FHIR fixture of the repository
+// (the files git tracks: repofiles; an installed package is no fixture)
 // and a synthetic data set (store/synth, as the demo seeds it) through
 // Check and through the reference validators (e2e/validators: Medplum's
 // R4 validator and HL7's R4 JSON schema), and requires the same verdict.
@@ -111,12 +113,12 @@ func fixtures(t *testing.T, root string) []fixture {
 // referenceOnly with the reason; one Check refuses and the reference
 // takes fails the test: that is valid outside data custos would refuse.
 func TestCheckAgreesWithReference(t *testing.T) {
-	all := fixtures(t, "../..")
+	all := fixtures(t, "../..", repofiles.Tracked(t, "../.."))
 	synthDir := filepath.Join(t.TempDir(), "synthetic")
 	if _, err := synth.Generate(t.Context(), synthDir, synth.Options{Patients: 12, Seed: 1}); err != nil {
 		t.Fatal(err)
 	}
-	all = append(all, fixtures(t, synthDir)...)
+	all = append(all, fixtures(t, synthDir, generatedFiles(t, synthDir))...)
 	// The table tests' cases: the valid ones must be valid for the
 	// reference too, and the invalid ones invalid.
 	for i, s := range validCases {
