@@ -5,7 +5,10 @@
 // checks custos's FHIR output against them uses: the exported AuditEvents
 // (audit/bundle), their extension against its published StructureDefinition
 // (Profile), and the de-identified research view (minimize). R4Examples
-// finds HL7's own R4 examples, installed beside them.
+// finds HL7's own R4 examples, installed beside them. SchemaDefects is the
+// one list of HL7's R4 JSON schema's known defects (valid R4 it refuses),
+// which the tests that run both validators excuse by it and by nothing
+// else (internal/fhirr4, rego, minimize).
 //
 // A missing node or npm package skips the calling test, or fails it under
 // CI=true, where a missing dependency must never pass as a skip.

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,11 +137,11 @@ func TestCheckAgreesWithReference(t *testing.T) {
 	// a report longer than a pipe's buffer short; validators
 	// TestFHIRReportsInFullOnAPipe).
 	const batch = 100
-	refInvalid := map[int]string{}
+	refInvalid := map[int]validators.Invalid{}
 	for lo := 0; lo < len(raws); lo += batch {
 		for _, inv := range validators.FHIR(t, raws[lo:min(lo+batch, len(raws))]).Invalid {
-			if i := lo + inv.Index; refInvalid[i] == "" {
-				refInvalid[i] = inv.Validator + ": " + inv.Message
+			if _, seen := refInvalid[lo+inv.Index]; !seen { // the first refusal judged
+				refInvalid[lo+inv.Index] = inv
 			}
 		}
 	}
@@ -161,9 +160,9 @@ func TestCheckAgreesWithReference(t *testing.T) {
 		case len(ps) == 0 && bad:
 			onlyRef++
 			if why := referenceOnly(ref); why != "" {
-				t.Logf("%s: only the reference refuses (%s): %s", f.where, why, ref)
+				t.Logf("%s: only the reference refuses (%s): %s: %s", f.where, why, ref.Validator, ref.Message)
 			} else {
-				t.Errorf("%s: only the reference refuses: %s", f.where, ref)
+				t.Errorf("%s: only the reference refuses: %s: %s", f.where, ref.Validator, ref.Message)
 			}
 		case len(ps) > 0:
 			both++
@@ -175,35 +174,14 @@ func TestCheckAgreesWithReference(t *testing.T) {
 }
 
 // referenceOnly says why Check deliberately takes what the reference
-// refuses with message ref, or "" when it has no reason to.
-func referenceOnly(ref string) string {
-	switch {
-	case strings.HasPrefix(ref, "hl7-fhir-r4-json-schema: ") && nullInArray.MatchString(ref):
-		// R4 json.html: a repeating primitive's array holds null where
-		// its _name companion holds the value's extension; the schema
-		// does not model it (Medplum's validator takes it).
-		return "HL7's schema takes no null in a primitive array"
-	case strings.HasPrefix(ref, "hl7-fhir-r4-json-schema: ") && strings.HasSuffix(ref, ` should match pattern "^[ \r\n\t\S]+$"`):
-		// The string and markdown pattern run as a JavaScript regexp,
-		// whose \S leaves out Unicode's spaces (U+00A0, U+2028,
-		// U+3000, ...): valid R4 characters (Java's and RE2's \S take
-		// them; Medplum's validator does). Control characters, which
-		// R4 refuses, are Check's and Medplum's to refuse.
-		return "HL7's schema's string pattern, run as a JavaScript regexp, refuses Unicode spaces"
-	case strings.HasPrefix(ref, "hl7-fhir-r4-json-schema: ") && fhirVersion.MatchString(ref):
-		// The packaged schema is R4 4.0.0's: its FHIRVersion codes stop
-		// at 4.0.0, and 4.0.1 is R4 (a terminology binding: not checked).
-		return "HL7's packaged schema is R4 4.0.0's and knows no fhirVersion 4.0.1"
+// refuses with inv, or "" when it has no reason to: a known defect of
+// HL7's R4 JSON schema its message tells (e2e/validators SchemaDefects).
+func referenceOnly(inv validators.Invalid) string {
+	if d := validators.KnownSchemaDefect(inv); d != nil {
+		return d.Why
 	}
 	return ""
 }
-
-var nullInArray = regexp.MustCompile(`\[[0-9]+\] should be string$`)
-
-// fhirVersion is HL7's schema's refusal of a fhirVersion, one (a
-// CapabilityStatement's, a StructureDefinition's) or one of many (an
-// ImplementationGuide's).
-var fhirVersion = regexp.MustCompile(`\.fhirVersion(\[[0-9]+\])? should be equal to one of the allowed values$`)
 
 // checkOnly says why Check refuses, with problems ps, what both reference
 // validators take, or "" when it has no reason to: R4 rules of its JSON
