@@ -234,6 +234,16 @@ var terminologySystems = map[string]bool{
 	genomicsTBDSystem:                 true,
 }
 
+// TerminologySystems returns the code systems whose codings the deidentify
+// walk keeps by name (terminologySystems), sorted. A checker of the walk's
+// output takes its list of terminologies from here (the Safe Harbor
+// scanner of minimize/safeharbortest), so that the two cannot drift apart:
+// the scanner flagged the research terminologies the walk had come to keep
+// as URLs (a leak class) until h-tidy.
+func TerminologySystems() []string {
+	return slices.Sorted(maps.Keys(terminologySystems))
+}
+
 // The URIs of the research terminologies checked by name (codeChecks).
 const (
 	ncitSystem        = "http://ncicb.nci.nih.gov/xml/owl/EVS/Thesaurus.owl"

@@ -10,7 +10,6 @@ package policy
 
 import (
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -19,6 +18,8 @@ import (
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/custos-mcp/custos/internal/repofiles"
 )
 
 // oldTypeOnly names the builtins whose result depends only on the type of
@@ -610,28 +611,19 @@ func TestURIAnalysisIsAtLeastAsConservative(t *testing.T) {
 		all = append(all, construct{"items/" + tc.name, map[string]string{"p.rego": itemModuleHead + tc.rules + "\n"}})
 	}
 	dirs := map[string]map[string]string{}
-	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-		switch {
-		case err != nil:
-			return err
-		case d.IsDir() && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".") && path != ".."):
-			return filepath.SkipDir
-		case d.IsDir() || !strings.HasSuffix(path, ".rego") || strings.HasSuffix(path, "_test.rego"):
-			return nil
+	for _, path := range repofiles.Tracked(t, "..") { // the repository's policies: what git tracks
+		if !strings.HasSuffix(path, ".rego") || strings.HasSuffix(path, "_test.rego") {
+			continue
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		dir := filepath.Dir(path)
 		if dirs[dir] == nil {
 			dirs[dir] = map[string]string{}
 		}
 		dirs[dir][path] = string(data)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	for _, want := range []string{"../rego/custos", "../policy/impact/testdata/baseline/custos", "../policy/impact/testdata/candidate/custos"} {
 		if dirs[want] == nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/custos-mcp/custos/e2e/validators"
 	"github.com/custos-mcp/custos/fhirin"
 	"github.com/custos-mcp/custos/internal/fhirr4"
 	"github.com/custos-mcp/custos/minimize"
@@ -192,7 +193,8 @@ func expectedUnsupported(t *testing.T, path string) bool {
 // canonicalSchemaDefect returns f and, when it holds the "_name"
 // companion of an element of type canonical (SDC's
 // Questionnaire.derivedFrom with its derivation type), which R4's JSON
-// format allows on every primitive and HL7's R4 JSON schema lacks, f
+// format allows on every primitive and HL7's R4 JSON schema lacks
+// (validators.CanonicalCompanion, among the schema's known defects), f
 // marked so (exampleFile.schemaDefect) and a copy of f without them,
 // which must pass both validators: the schema may refuse f for that alone.
 func canonicalSchemaDefect(t *testing.T, f exampleFile) []exampleFile {
@@ -224,7 +226,7 @@ func canonicalSchemaDefect(t *testing.T, f exampleFile) []exampleFile {
 	if bytes.Equal(b, mustCompact(t, f.body)) {
 		return []exampleFile{f}
 	}
-	f.schemaDefect = "HL7's R4 JSON schema has no _name companion for a canonical element"
+	f.schemaDefect = validators.CanonicalCompanion.Why
 	return []exampleFile{f, {path: f.path + " without its canonicals' _name companions", body: b}}
 }
 

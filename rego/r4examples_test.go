@@ -343,7 +343,7 @@ func checkExampleViews(t *testing.T, examples []r4Example, personas []r4Persona,
 	for _, inv := range validators.FHIR(t, checked).Invalid {
 		if inv.Index >= len(views) {
 			f := files[inv.Index-len(views)]
-			if f.schemaDefect != "" && inv.Validator == "hl7-fhir-r4-json-schema" {
+			if f.schemaDefect != "" && inv.Validator == validators.HL7Schema {
 				if !logged[f.path] {
 					t.Logf("%s: %s: %s (%s)", f.path, inv.Validator, inv.Message, f.schemaDefect)
 				}

@@ -98,6 +98,10 @@ func (o *EntryOptions) validate() error {
 	return nil
 }
 
+// noEntries is the reason an import of no entry is refused.
+const noEntries = "no entries: the input holds no resource and no deletion, only what imports nothing " +
+	"(an empty Bundle, a search's outcomes alone, requests that only read: GET or HEAD without a resource), so there is nothing to import"
+
 // ImportEntries imports a stream of source resources of one tenant
 // (EntryOptions.Namer) into the store, in batches: each batch is validated,
 // its new blobs sealed (encrypted catalog: outside any transaction) and
@@ -208,7 +212,11 @@ func (s *Store) ImportEntries(ctx context.Context, entries iter.Seq2[Entry, erro
 		return ImportReport{}, err
 	}
 	if n == 0 {
-		return ImportReport{}, &EntryError{Where: "input", Reason: "no entries: the input holds no resource and no deletion (an empty Bundle, a search that found nothing), so there is nothing to import"}
+		// What reads as no entry (fhirin): an empty Bundle, a search's
+		// outcomes alone, and requests that read (GET, HEAD) without a
+		// resource, a batch of them say. The reader does not say which
+		// the input held: the message names all three, and no content.
+		return ImportReport{}, &EntryError{Where: "input", Reason: noEntries}
 	}
 	if opts.Full && kept == 0 {
 		// A full import keeps exactly what it holds: with nothing to keep it

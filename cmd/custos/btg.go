@@ -262,8 +262,8 @@ Examples:
 			if ttl <= 0 {
 				return usagef("--ttl must be more than 0, got %s", ttl)
 			}
-			if n := len(strings.TrimSpace(reason)); n < btg.MinReasonLen {
-				return usagef("--reason must say why in at least %d characters, got %d", btg.MinReasonLen, n)
+			if err := btg.CheckReason(reason); err != nil { // the library's rule, checked before anything opens
+				return usagef("--reason: %w", err)
 			}
 			if err := checkGrantee(sub); err != nil {
 				return err
@@ -311,7 +311,7 @@ Examples:
 	f.StringVar(&sub, "sub", "", "the user (principal subject) who gets access")
 	f.StringVar(&patient, "patient", "", "the patient: a resource URI, its patient segment, or the catalog's patient id (FHIR: the source Patient id)")
 	f.StringVar(&tenant, "tenant", "", "the patient's tenant (needed only when the catalog cannot tell it)")
-	f.StringVar(&reason, "reason", "", fmt.Sprintf("why (required; at least %d characters; recorded and reviewed)", btg.MinReasonLen))
+	f.StringVar(&reason, "reason", "", fmt.Sprintf("why (required; at least %d characters once trimmed and scrubbed of identifiers; recorded and reviewed)", btg.MinReasonLen))
 	f.DurationVar(&ttl, "ttl", 30*time.Minute, "how long the grant lasts (at most the server's btg.max_ttl)")
 	f.BoolVar(&asJSON, "json", false, "print the grant as JSON")
 	markRequired(cmd, "data-dir", "sub", "patient", "reason")

@@ -456,6 +456,43 @@ func TestBtgGrantShortReasonIsBadUsage(t *testing.T) {
 	}
 }
 
+// TestBtgGrantReasonRuleIsTheLibrarys: custos btg grant refuses a reason
+// as bad usage (exit 2, naming --reason, before anything opens) exactly
+// when btg.Grant would: its length as Grant stores it, trimmed and scrubbed
+// of identifiers, in characters (btg.CheckReason). The command checked
+// the trimmed reason's bytes and the library the scrubbed reason's: "ab
+// a@b.io" (nine characters, "ab [EMAIL]" once scrubbed) was refused by the
+// command and taken by the library, "555-867-5309" (twelve, "[PHONE]")
+// passed the command's check and failed in the store after the warnings
+// (exit 1), and five two-byte characters were taken by both.
+func TestBtgGrantReasonRuleIsTheLibrarys(t *testing.T) {
+	dir := t.TempDir()
+	mustImportFHIR(t, dir, "docref.json")
+	for i, tc := range []struct {
+		reason string
+		ok     bool
+	}{
+		{"  ab a@b.io  ", true},
+		{"555-867-5309", false},
+		{"ééééé", false},
+		{"éééééééééé", true},
+	} {
+		code, out, errOut := runCustos("btg", "grant", "--data-dir", dir, "--sub", "dr-"+strconv.Itoa(i), "--patient", "p1",
+			"--reason", tc.reason, "--ttl", "10m")
+		switch {
+		case tc.ok && code != 0:
+			t.Errorf("reason %q: exit %d, want a grant\n%s%s", tc.reason, code, out, errOut)
+		case !tc.ok && (code != 2 || !strings.Contains(errOut, "--reason") || !strings.Contains(errOut, strconv.Itoa(btg.MinReasonLen)) ||
+			strings.Contains(errOut, "warning")):
+			t.Errorf("reason %q: exit %d, stderr %q; want 2 naming --reason and %d, no warning", tc.reason, code, errOut, btg.MinReasonLen)
+		}
+	}
+	all, err := btg.New(filepath.Join(dir, "grants.db"), btg.Options{}).All()
+	if err != nil || len(all) != 2 {
+		t.Errorf("%d grants (%v), want the 2 whose reason says why", len(all), err)
+	}
+}
+
 // TestBtgRevokeJSON: revoke prints the revoked grant as JSON with --json,
 // as grant, list and review do, for a script that ends grants (an
 // on-call runbook's "revoke every grant of this user"). It had no --json.

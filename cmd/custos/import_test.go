@@ -362,23 +362,39 @@ func mustReadFile(t *testing.T, path string) []byte {
 	return b
 }
 
-// TestImportOfNothing: an input that reads as nothing (a searchset with no
-// entries: valid FHIR, which fhirin reads without error) is refused, saying
-// that the input holds nothing to import; it said "input: no entries",
-// naming neither what was missing nor why that fails, while docs/import.md
-// said such a Bundle reads without error. Nothing is left behind.
+// TestImportOfNothing: an input that reads as nothing (valid FHIR, which
+// fhirin reads without error) is refused, saying that the input holds
+// nothing to import and what reads as nothing; it said "input: no
+// entries", naming neither what was missing nor why that fails, while
+// docs/import.md said such a Bundle reads without error, and then named
+// an empty Bundle and a search that found nothing as the examples, where
+// a batch of reads (GET requests without a resource) fits neither.
+// Nothing is left behind, and the message holds nothing of the input.
 func TestImportOfNothing(t *testing.T) {
-	in := filepath.Join(t.TempDir(), "search.json")
-	if err := os.WriteFile(in, []byte(`{"resourceType":"Bundle","type":"searchset","total":0}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "data")
-	_, msg := importFHIR(t, dir, in)
-	if !strings.Contains(msg, "input: no entries: the input holds no resource and no deletion (an empty Bundle, a search that found nothing), so there is nothing to import") ||
-		!strings.Contains(msg, "nothing was imported") {
-		t.Fatalf("import of an empty searchset: %q", msg)
-	}
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("the refused import left the data directory: %v", err)
+	for _, tc := range []struct{ name, bundle, says string }{
+		{"an empty searchset", `{"resourceType":"Bundle","type":"searchset","total":0}`, "an empty Bundle"},
+		{"a searchset of its outcome alone", `{"resourceType":"Bundle","type":"searchset","total":0,"entry":[{"search":{"mode":"outcome"},` +
+			`"resource":{"resourceType":"OperationOutcome","issue":[{"severity":"information","code":"informational","diagnostics":"no Patient 7719"}]}}]}`,
+			"a search's outcomes alone"},
+		{"a batch of reads", `{"resourceType":"Bundle","type":"batch","entry":[{"request":{"method":"GET","url":"Patient/7719"}},` +
+			`{"request":{"method":"GET","url":"Observation?patient=7719&code=8480-6"}},{"request":{"method":"HEAD","url":"Patient/7720"}}]}`,
+			"requests that only read: GET or HEAD without a resource"},
+	} {
+		in := filepath.Join(t.TempDir(), "bundle.json")
+		if err := os.WriteFile(in, []byte(tc.bundle), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(t.TempDir(), "data")
+		_, msg := importFHIR(t, dir, in)
+		if !strings.Contains(msg, "input: no entries: the input holds no resource and no deletion, only what imports nothing (") ||
+			!strings.Contains(msg, tc.says) || !strings.Contains(msg, "so there is nothing to import") || !strings.Contains(msg, "nothing was imported") {
+			t.Errorf("import of %s: %q, want it to say the input holds nothing to import, naming %q", tc.name, msg, tc.says)
+		}
+		if strings.Contains(msg, "7719") || strings.Contains(msg, "7720") {
+			t.Errorf("import of %s: the message names the input's ids: %q", tc.name, msg)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("import of %s: the refused import left the data directory: %v", tc.name, err)
+		}
 	}
 }

@@ -5,7 +5,10 @@
 // checks custos's FHIR output against them uses: the exported AuditEvents
 // (audit/bundle), their extension against its published StructureDefinition
 // (Profile), and the de-identified research view (minimize). R4Examples
-// finds HL7's own R4 examples, installed beside them.
+// finds HL7's own R4 examples, installed beside them. SchemaDefects is the
+// one list of HL7's R4 JSON schema's known defects (valid R4 it refuses),
+// which the tests that run both validators excuse by it and by nothing
+// else (internal/fhirr4, rego, minimize).
 //
 // A missing node or npm package skips the calling test, or fails it under
 // CI=true, where a missing dependency must never pass as a skip.
@@ -20,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -100,6 +104,32 @@ func R4Examples(t testing.TB) string {
 		missing(t, "hl7.fhir.r4.examples in %s is version %q, not %s", filepath.Dir(d), pkg.Version, R4ExamplesVersion)
 	}
 	return d
+}
+
+// HL7SchemaResourceTypes returns the resource types HL7's R4 JSON schema
+// knows (its discriminator's mapping), sorted: R4's, as HL7 published
+// them. It skips or fails t as FHIR does when the package is missing.
+func HL7SchemaResourceTypes(t testing.TB) []string {
+	t.Helper()
+	p := filepath.Join(installed(t), "node_modules", "@asymmetrik", "fhir-json-schema-validator", "fhir.schema.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("validators: %v", err)
+	}
+	var schema struct {
+		Discriminator struct {
+			Mapping map[string]string `json:"mapping"`
+		} `json:"discriminator"`
+	}
+	if err := json.Unmarshal(b, &schema); err != nil || len(schema.Discriminator.Mapping) == 0 {
+		t.Fatalf("validators: %s: no discriminator mapping of resource types (%v)", p, err)
+	}
+	var types []string
+	for typ := range schema.Discriminator.Mapping {
+		types = append(types, typ)
+	}
+	slices.Sort(types)
+	return types
 }
 
 // FHIR validates resources (each one JSON resource) with both validators

@@ -111,6 +111,12 @@ func (c *checker) resource(path string, m map[string]any) {
 		c.add(Unknown, join(path, "resourceType"), "missing, or not a concrete R4 resource type")
 		return
 	}
+	if v, ok := NotR4[rt]; ok {
+		// Medplum's R4 definitions carry it (R4B's SubscriptionStatus);
+		// R4 has no such type, at the root or contained.
+		c.add(Unknown, join(path, "resourceType"), "not an R4 resource type: "+rt+" is FHIR "+v+"'s")
+		return
+	}
 	if path == "" {
 		path = rt
 	}

@@ -514,3 +514,38 @@ func bodies(cases ...[]invalid) []string {
 	}
 	return out
 }
+
+// TestResourcesAreR4s: the resource types of the definitions but NotR4
+// are R4's, the ones HL7's R4 JSON schema knows, and NotR4 is what the
+// definitions carry beyond them (R4B's SubscriptionStatus). Check refuses
+// a resource of NotR4 at the root and contained: it took a contained
+// SubscriptionStatus, structure-checked by R4B's definition, as R4 (and
+// one at the root, which the importer refuses by its own table).
+func TestResourcesAreR4s(t *testing.T) {
+	var r4 []string
+	for typ := range Resources {
+		if _, ok := NotR4[typ]; !ok {
+			r4 = append(r4, typ)
+		}
+	}
+	slices.Sort(r4)
+	if want := validators.HL7SchemaResourceTypes(t); !slices.Equal(r4, want) {
+		t.Errorf("Resources but NotR4 (%d) are not the R4 schema's resource types (%d)", len(r4), len(want))
+	}
+	if _, ok := NotR4["SubscriptionStatus"]; !ok || !Resources["SubscriptionStatus"] {
+		t.Errorf("NotR4 %v lacks R4B's SubscriptionStatus, which Medplum's definitions carry", NotR4)
+	}
+	status := `{"resourceType":"SubscriptionStatus","status":"active","type":"heartbeat","subscription":{"reference":"Subscription/s1"}}`
+	for _, tc := range []struct{ doc, path string }{
+		{status, "resourceType"},
+		{`{"resourceType":"Observation","status":"final","code":{"text":"heart rate"},"contained":[` + status + `]}`, "Observation.contained[0].resourceType"},
+		{`{"resourceType":"Bundle","type":"collection","entry":[{"resource":` + status + `}]}`, "Bundle.entry[0].resource.resourceType"},
+	} {
+		ps := Check(decode(t, tc.doc))
+		if !slices.ContainsFunc(ps, func(p Problem) bool {
+			return p.Kind == Unknown && p.Path == tc.path && strings.Contains(p.What, "not an R4 resource type")
+		}) {
+			t.Errorf("Check(%s) = %v, want an unknown resource type at %s", tc.doc, ps, tc.path)
+		}
+	}
+}

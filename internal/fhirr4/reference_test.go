@@ -9,13 +9,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/custos-mcp/custos/e2e/validators"
+	"github.com/custos-mcp/custos/internal/repofiles"
 	"github.com/custos-mcp/custos/store/synth"
 )
 
@@ -28,40 +28,27 @@ type fixture struct {
 }
 
 // fixtures returns every JSON value with a string resourceType in the
-// .json, .ndjson and their .gz files under root (hidden directories and
-// installed packages left out: node_modules, and the implementation
-// guides' packages `make igexamples` installs, which rego's
-// TestIGExamplesViews runs through both validators, knowing the HL7
-// schema's defects they meet).
-func fixtures(t *testing.T, root string) []fixture {
+// .json, .ndjson and their .gz files of paths, each named by its path
+// relative to root.
+func fixtures(t *testing.T, root string, paths []string) []fixture {
 	t.Helper()
 	var out []fixture
-	igPackages := filepath.Join(root, "e2e", "igexamples", "packages")
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p != root && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".") || p == igPackages) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		name := strings.TrimSuffix(d.Name(), ".gz")
-		if !strings.HasSuffix(name, ".json") && !strings.HasSuffix(name, ".ndjson") || !d.Type().IsRegular() {
-			return nil
+	for _, p := range paths {
+		name := strings.TrimSuffix(filepath.Base(p), ".gz")
+		if !strings.HasSuffix(name, ".json") && !strings.HasSuffix(name, ".ndjson") {
+			continue
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		if name != d.Name() {
+		if name != filepath.Base(p) {
 			zr, err := gzip.NewReader(bytes.NewReader(b))
 			if err != nil {
-				return nil // a fixture of bad gzip
+				continue // a fixture of bad gzip
 			}
 			if b, err = io.ReadAll(zr); err != nil {
-				return nil
+				continue
 			}
 		}
 		var vals [][]byte
@@ -91,15 +78,29 @@ func fixtures(t *testing.T, root string) []fixture {
 			rel, _ := filepath.Rel(root, p)
 			out = append(out, fixture{where: rel + ":" + strconv.Itoa(i+1), raw: c.Bytes(), m: m})
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return out
 }
 
+// generatedFiles returns the regular files under dir, a directory the
+// test wrote itself.
+func generatedFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var paths []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			paths = append(paths, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return paths
+}
+
 // TestCheckAgreesWithReference runs every FHIR fixture of the repository
+// (the files git tracks: repofiles; an installed package is no fixture)
 // and a synthetic data set (store/synth, as the demo seeds it) through
 // Check and through the reference validators (e2e/validators: Medplum's
 // R4 validator and HL7's R4 JSON schema), and requires the same verdict.
@@ -111,12 +112,12 @@ func fixtures(t *testing.T, root string) []fixture {
 // referenceOnly with the reason; one Check refuses and the reference
 // takes fails the test: that is valid outside data custos would refuse.
 func TestCheckAgreesWithReference(t *testing.T) {
-	all := fixtures(t, "../..")
+	all := fixtures(t, "../..", repofiles.Tracked(t, "../.."))
 	synthDir := filepath.Join(t.TempDir(), "synthetic")
 	if _, err := synth.Generate(t.Context(), synthDir, synth.Options{Patients: 12, Seed: 1}); err != nil {
 		t.Fatal(err)
 	}
-	all = append(all, fixtures(t, synthDir)...)
+	all = append(all, fixtures(t, synthDir, generatedFiles(t, synthDir))...)
 	// The table tests' cases: the valid ones must be valid for the
 	// reference too, and the invalid ones invalid.
 	for i, s := range validCases {
@@ -136,11 +137,11 @@ func TestCheckAgreesWithReference(t *testing.T) {
 	// a report longer than a pipe's buffer short; validators
 	// TestFHIRReportsInFullOnAPipe).
 	const batch = 100
-	refInvalid := map[int]string{}
+	refInvalid := map[int]validators.Invalid{}
 	for lo := 0; lo < len(raws); lo += batch {
 		for _, inv := range validators.FHIR(t, raws[lo:min(lo+batch, len(raws))]).Invalid {
-			if i := lo + inv.Index; refInvalid[i] == "" {
-				refInvalid[i] = inv.Validator + ": " + inv.Message
+			if _, seen := refInvalid[lo+inv.Index]; !seen { // the first refusal judged
+				refInvalid[lo+inv.Index] = inv
 			}
 		}
 	}
@@ -159,9 +160,9 @@ func TestCheckAgreesWithReference(t *testing.T) {
 		case len(ps) == 0 && bad:
 			onlyRef++
 			if why := referenceOnly(ref); why != "" {
-				t.Logf("%s: only the reference refuses (%s): %s", f.where, why, ref)
+				t.Logf("%s: only the reference refuses (%s): %s: %s", f.where, why, ref.Validator, ref.Message)
 			} else {
-				t.Errorf("%s: only the reference refuses: %s", f.where, ref)
+				t.Errorf("%s: only the reference refuses: %s: %s", f.where, ref.Validator, ref.Message)
 			}
 		case len(ps) > 0:
 			both++
@@ -173,35 +174,14 @@ func TestCheckAgreesWithReference(t *testing.T) {
 }
 
 // referenceOnly says why Check deliberately takes what the reference
-// refuses with message ref, or "" when it has no reason to.
-func referenceOnly(ref string) string {
-	switch {
-	case strings.HasPrefix(ref, "hl7-fhir-r4-json-schema: ") && nullInArray.MatchString(ref):
-		// R4 json.html: a repeating primitive's array holds null where
-		// its _name companion holds the value's extension; the schema
-		// does not model it (Medplum's validator takes it).
-		return "HL7's schema takes no null in a primitive array"
-	case strings.HasPrefix(ref, "hl7-fhir-r4-json-schema: ") && strings.HasSuffix(ref, ` should match pattern "^[ \r\n\t\S]+$"`):
-		// The string and markdown pattern run as a JavaScript regexp,
-		// whose \S leaves out Unicode's spaces (U+00A0, U+2028,
-		// U+3000, ...): valid R4 characters (Java's and RE2's \S take
-		// them; Medplum's validator does). Control characters, which
-		// R4 refuses, are Check's and Medplum's to refuse.
-		return "HL7's schema's string pattern, run as a JavaScript regexp, refuses Unicode spaces"
-	case strings.HasPrefix(ref, "hl7-fhir-r4-json-schema: ") && fhirVersion.MatchString(ref):
-		// The packaged schema is R4 4.0.0's: its FHIRVersion codes stop
-		// at 4.0.0, and 4.0.1 is R4 (a terminology binding: not checked).
-		return "HL7's packaged schema is R4 4.0.0's and knows no fhirVersion 4.0.1"
+// refuses with inv, or "" when it has no reason to: a known defect of
+// HL7's R4 JSON schema its message tells (e2e/validators SchemaDefects).
+func referenceOnly(inv validators.Invalid) string {
+	if d := validators.KnownSchemaDefect(inv); d != nil {
+		return d.Why
 	}
 	return ""
 }
-
-var nullInArray = regexp.MustCompile(`\[[0-9]+\] should be string$`)
-
-// fhirVersion is HL7's schema's refusal of a fhirVersion, one (a
-// CapabilityStatement's, a StructureDefinition's) or one of many (an
-// ImplementationGuide's).
-var fhirVersion = regexp.MustCompile(`\.fhirVersion(\[[0-9]+\])? should be equal to one of the allowed values$`)
 
 // checkOnly says why Check refuses, with problems ps, what both reference
 // validators take, or "" when it has no reason to: R4 rules of its JSON

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"slices"
 	"testing"
+
+	"github.com/custos-mcp/custos/minimize"
 )
 
 // TestAliasIsNotAnIDToken: a research alias (a UUID) whose first group is
@@ -64,6 +66,31 @@ func TestScannerFindsSmallGeographyAndBareNumbers(t *testing.T) {
 		}
 		if tc.class == "" && len(got) != 0 || tc.class != "" && !slices.Contains(got, tc.class) {
 			t.Errorf("%s: found %v, want %q", tc.doc, got, tc.class)
+		}
+	}
+}
+
+// TestScannerKnowsTheWalksTerminologies: a coding of every terminology
+// the deidentify walk keeps by name (minimize.TerminologySystems) is no
+// finding, and a coding of another system is a URL. The scanner had a
+// list of its own, which lacked the research terminologies the walk came
+// to keep (NCI Thesaurus, HGNC, the Sequence Ontology, ATC, genomics
+// reporting's TBD codes): each was a URL finding.
+func TestScannerKnowsTheWalksTerminologies(t *testing.T) {
+	s := NewScanner(2026)
+	systems := minimize.TerminologySystems()
+	for _, want := range []string{"http://ncicb.nci.nih.gov/xml/owl/EVS/Thesaurus.owl", "http://www.genenames.org",
+		"http://www.sequenceontology.org", "http://www.whocc.no/atc", "http://hl7.org/fhir/uv/genomics-reporting/CodeSystem/tbd-codes-cs",
+		"http://loinc.org", "urn:oid:2.16.840.1.113883.6.238"} {
+		if !slices.Contains(systems, want) {
+			t.Errorf("minimize.TerminologySystems() lacks %s", want)
+		}
+	}
+	for _, sys := range append(systems, "http://example.org/local-codes") {
+		doc := []byte(`{"resourceType":"Observation","code":{"coding":[{"system":"` + sys + `"}]}}`)
+		got := s.Scan(doc)
+		if local := sys == "http://example.org/local-codes"; local != slices.ContainsFunc(got, func(f Finding) bool { return f.Class == ClassURL }) || !local && len(got) > 0 {
+			t.Errorf("a coding of %s: findings %v", sys, got)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/custos-mcp/custos/minimize"
 	"github.com/custos-mcp/custos/store"
@@ -557,20 +558,37 @@ type Request struct {
 }
 
 // MinReasonLen is the fewest characters a grant's reason may have, once
-// trimmed and scrubbed: enough to say why.
+// trimmed and scrubbed: enough to say why (CheckReason).
 const MinReasonLen = 10
+
+// CheckReason returns nil when reason says why enough for a grant: at
+// least MinReasonLen characters (not bytes) as Grant stores it, trimmed
+// and scrubbed of identifiers (scrubText: a telephone number becomes
+// "[PHONE]"). Otherwise it returns an ErrBadGrant error giving the count,
+// never the reason. It is the one rule: Grant applies it, and a caller
+// that checks a reason before it opens anything (custos btg grant) calls
+// it rather than a rule of its own.
+func CheckReason(reason string) error {
+	if n := utf8.RuneCountInString(scrubText(reason)); n < MinReasonLen {
+		return fmt.Errorf("%w: the reason is required and must say why in at least %d characters once trimmed and scrubbed of identifiers, got %d",
+			ErrBadGrant, MinReasonLen, n)
+	}
+	return nil
+}
 
 // Grant records a new grant and its event. The reason is required, the TTL
 // may not exceed the rules' MaxTTL and, when the rules name roles allowed
 // to grant, the operator must hold one (checked in the transaction that
 // writes the grant, against the rules in force; see Options.Rules).
 func (s *Store) Grant(r Request) (Grant, error) {
+	if r.Sub == "" || r.Patient == "" || r.Tenant == "" || r.By == "" {
+		return Grant{}, fmt.Errorf("%w: a grant needs the user, the patient, the patient's tenant and the operator", ErrBadGrant)
+	}
+	if err := CheckReason(r.Reason); err != nil {
+		return Grant{}, err
+	}
 	r.Reason = scrubText(r.Reason)
 	switch {
-	case r.Sub == "" || r.Patient == "" || r.Tenant == "" || r.By == "":
-		return Grant{}, fmt.Errorf("%w: a grant needs the user, the patient, the patient's tenant and the operator", ErrBadGrant)
-	case len(r.Reason) < MinReasonLen:
-		return Grant{}, fmt.Errorf("%w: the reason is required and must say why (at least %d characters)", ErrBadGrant, MinReasonLen)
 	case r.TTL <= 0:
 		return Grant{}, fmt.Errorf("%w: the TTL must be positive", ErrBadGrant)
 	}

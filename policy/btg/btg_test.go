@@ -480,3 +480,41 @@ func TestOperatorTextKeepsNoPhoneInATokenShape(t *testing.T) {
 		}
 	}
 }
+
+// reasonCases are reasons at MinReasonLen's boundary, and whether a grant
+// takes them: the length is the reason's as stored, trimmed and scrubbed,
+// in characters. A reason of nine characters whose e-mail address the
+// scrub replaces is ten once scrubbed ("ab [EMAIL]"); a telephone number
+// of twelve is seven ("[PHONE]"); five two-byte characters are five, not
+// ten. custos btg grant checked len(strings.TrimSpace(reason)) (bytes,
+// not scrubbed) and Grant len(scrubbed) (bytes): they disagreed on the
+// first two, and both took the third.
+var reasonCases = []struct {
+	reason string
+	ok     bool
+}{
+	{"  ab a@b.io  ", true},
+	{"555-867-5309", false},
+	{"ééééé", false},
+	{"éééééééééé", true},
+	{"  chest pai  ", false},
+	{" chest pain ", true},
+}
+
+// TestGrantReasonRule: Grant takes a reason exactly when CheckReason
+// does, and that is reasonCases' verdict.
+func TestGrantReasonRule(t *testing.T) {
+	s, _ := newStore(t)
+	for _, tc := range reasonCases {
+		_, err := s.Grant(Request{Sub: "dr", Patient: patient, Tenant: "general-hospital", By: "op", Reason: tc.reason, TTL: time.Minute})
+		if (err == nil) != tc.ok || err != nil && (!errors.Is(err, ErrBadGrant) || !strings.Contains(err.Error(), "reason")) {
+			t.Errorf("Grant(reason %q) = %v, want ok %v", tc.reason, err, tc.ok)
+		}
+		if cerr := CheckReason(tc.reason); (cerr == nil) != tc.ok || (cerr == nil) != (err == nil) {
+			t.Errorf("CheckReason(%q) = %v, Grant %v: want one verdict, ok %v", tc.reason, cerr, err, tc.ok)
+		}
+		if err != nil && strings.Contains(err.Error(), strings.TrimSpace(tc.reason)) {
+			t.Errorf("the refusal repeats the reason: %v", err)
+		}
+	}
+}
