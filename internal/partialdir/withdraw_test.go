@@ -61,15 +61,7 @@ func TestWithdraw(t *testing.T) {
 
 	base := t.TempDir()
 	out := filepath.Join(base, "out")
-	tmp, release, _, err := partialdir.New(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
-	info, err := os.Lstat(tmp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmp, info := newPartial(t, out)
 	if err := os.Mkdir(out, 0o700); err != nil { // not the one published
 		t.Fatal(err)
 	}
@@ -102,15 +94,7 @@ func TestWithdrawRemakesTheGivenModeBits(t *testing.T) {
 		t.Fatalf("the given out: %v (%v), want %v", fi.Mode(), err, want)
 	}
 	mode := partialdir.GivenMode(out)
-	tmp, release, _, err := partialdir.New(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
-	info, err := os.Lstat(tmp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmp, info := newPartial(t, out)
 	if err := partialdir.Publish(tmp, out, info, mode, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -121,4 +105,20 @@ func TestWithdrawRemakesTheGivenModeBits(t *testing.T) {
 	if err != nil || fi.Mode() != want {
 		t.Errorf("out made again: %v (%v), want %v", fi.Mode(), err, want)
 	}
+}
+
+// newPartial makes a partial directory of out (partialdir.New), locked
+// until the test ends, and returns it with its FileInfo.
+func newPartial(t *testing.T, out string) (string, os.FileInfo) {
+	t.Helper()
+	tmp, release, _, err := partialdir.New(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	info, err := os.Lstat(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tmp, info
 }
