@@ -778,6 +778,31 @@ func ScrubString(s string) string {
 	return scrub(s, allClasses)
 }
 
+// ScrubTokens returns the tokens ScrubString puts in place of the
+// identifiers it replaces ("[PHONE]", "[EMAIL]", ...), each once, sorted:
+// for a caller that must tell what a text says from what was taken out of
+// it (policy/btg counts a grant's reason without them: a reason that was
+// identifiers alone says nothing of why).
+func ScrubTokens() []string {
+	seen := map[string]bool{}
+	for _, p := range scrubPatterns {
+		seen[p.token] = true
+	}
+	for _, fields := range hl7Segments {
+		for _, f := range fields {
+			if f.token != "" {
+				seen[f.token] = true
+			}
+		}
+	}
+	tokens := make([]string, 0, len(seen))
+	for t := range seen {
+		tokens = append(tokens, t)
+	}
+	sort.Strings(tokens)
+	return tokens
+}
+
 // ScrubReason is [ScrubString] for custos's own machine text, such as the
 // reason of a policy/load or policy/reject record: it replaces nothing
 // inside a machine token (a UUID, a hex run of 32 or more such as a sha256

@@ -372,7 +372,7 @@ Example:
 	fl.StringVar(&since, "since", "", "first instant to include (RFC 3339 or YYYY-MM-DD)")
 	fl.StringVar(&until, "until", "", "instant to stop before (RFC 3339 or YYYY-MM-DD)")
 	fl.StringVarP(&outPath, "output", "o", "", "write to FILE instead of stdout")
-	fl.StringVar(&bundleOut, "out", "", "write an export bundle into this new directory")
+	fl.StringVar(&bundleOut, "out", "", "write an export bundle into this new directory (missing or empty; not a symbolic link)")
 	fl.Uint64Var(&fromSeq, "from-seq", 0, "bundle: first record (default 1)")
 	fl.Uint64Var(&toSeq, "to-seq", 0, "bundle: last record (default: the last one the latest signed checkpoint covers; newer records, this export's access record among them, are not anchored yet)")
 	fl.StringVar(&formats, "formats", "csv,fhir,ocsf", "bundle: human formats to add (csv, fhir, ocsf; empty for none)")

@@ -75,6 +75,9 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 	if err := emptyTarget(out); err != nil {
 		return err
 	}
+	if err := notLink(out); err != nil {
+		return err
+	}
 	if err := checkParentDir("--out", out); err != nil {
 		return err
 	}

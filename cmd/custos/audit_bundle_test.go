@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/store"
 )
 
@@ -122,6 +123,74 @@ func checkFailedPrintLeavesNothing(t *testing.T, args []string, allJSON bool) {
 		}
 		if code, stdout, stderr := runCLI(args...); code != 0 {
 			t.Errorf("%s: the retry: exit %d\n%s%s", c.name, code, stdout, stderr)
+		}
+	}
+}
+
+// TestOutSymlinkRefusedBeforeTheAccess: 'audit export --out DIR' and
+// 'compliance report --out DIR' with DIR a symbolic link (to an empty
+// directory, or nowhere) recorded the access, took the whole copy of the
+// records into a partial directory beside it and only then failed, exit 1,
+// at the rename ("exists and is not a directory"): a rename replaces no
+// link's target. They refuse it as bad usage now, before the access and
+// its record (as backup refuses one): the log does not grow, and the link
+// and its target are left as they were.
+func TestOutSymlinkRefusedBeforeTheAccess(t *testing.T) {
+	data := anchoredDataDir(t, 4)
+	head := func() uint64 {
+		t.Helper()
+		l, err := audit.Open(filepath.Join(data, "audit.db"), audit.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		seq, _ := l.Head()
+		return seq
+	}
+	for _, args := range [][]string{
+		{"audit", "export", "--data-dir", data, "--purpose", "HOPERAT"},
+		{"compliance", "report", "--data-dir", data, "--dev", "--purpose", "HOPERAT"},
+	} {
+		for _, dangling := range []bool{false, true} {
+			base := t.TempDir()
+			target := filepath.Join(base, "target")
+			if !dangling {
+				if err := os.Mkdir(target, 0o750); err != nil {
+					t.Fatal(err)
+				}
+			}
+			link := filepath.Join(base, "link")
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			before := head()
+			code, stdout, stderr := runCLI(append(append([]string(nil), args...), "--out", link)...)
+			if code != 2 || !strings.Contains(stderr, "symbolic link") || stdout != "" {
+				t.Errorf("%s --out a link (dangling %v): exit %d, want 2 naming the link\n%s%s", args[:2], dangling, code, stdout, stderr)
+			}
+			if after := head(); after != before {
+				t.Errorf("%s --out a link: the audit log grew from %d to %d records: the access began", args[:2], before, after)
+			}
+			var left []string
+			entries, _ := os.ReadDir(base)
+			for _, e := range entries {
+				left = append(left, e.Name())
+			}
+			want := "link target"
+			if dangling {
+				want = "link"
+			}
+			if strings.Join(left, " ") != want {
+				t.Errorf("%s --out a link: left %v beside it, want %s", args[:2], left, want)
+			}
+			if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+				t.Errorf("%s --out a link: the link is gone or changed (%v)", args[:2], err)
+			}
+			if !dangling {
+				if es, err := os.ReadDir(target); err != nil || len(es) != 0 {
+					t.Errorf("%s --out a link: its target holds %d entries (%v)", args[:2], len(es), err)
+				}
+			}
 		}
 	}
 }

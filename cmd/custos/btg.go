@@ -311,7 +311,7 @@ Examples:
 	f.StringVar(&sub, "sub", "", "the user (principal subject) who gets access")
 	f.StringVar(&patient, "patient", "", "the patient: a resource URI, its patient segment, or the catalog's patient id (FHIR: the source Patient id)")
 	f.StringVar(&tenant, "tenant", "", "the patient's tenant (needed only when the catalog cannot tell it)")
-	f.StringVar(&reason, "reason", "", fmt.Sprintf("why (required; at least %d characters once trimmed and scrubbed of identifiers; recorded and reviewed)", btg.MinReasonLen))
+	f.StringVar(&reason, "reason", "", fmt.Sprintf("why (required; at least %d characters once trimmed and scrubbed of identifiers, their placeholders not counted; recorded and reviewed)", btg.MinReasonLen))
 	f.DurationVar(&ttl, "ttl", 30*time.Minute, "how long the grant lasts (at most the server's btg.max_ttl)")
 	f.BoolVar(&asJSON, "json", false, "print the grant as JSON")
 	markRequired(cmd, "data-dir", "sub", "patient", "reason")

@@ -168,6 +168,9 @@ Examples:
 			if err := emptyTarget(out); err != nil {
 				return err
 			}
+			if err := notLink(out); err != nil {
+				return err
+			}
 			if err := checkParentDir("--out", out); err != nil {
 				return err
 			}
@@ -210,7 +213,7 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.StringVar(&dir, "data-dir", "", "data directory holding audit.db and checkpoints.jsonl")
-	f.StringVar(&out, "out", "", "write the package into this new directory")
+	f.StringVar(&out, "out", "", "write the package into this new directory (missing or empty; not a symbolic link)")
 	f.StringVar(&since, "since", "", "first instant of the period, included (RFC 3339, or YYYY-MM-DD for midnight UTC; default: the first record)")
 	f.StringVar(&until, "until", "", "instant to stop before, excluded (RFC 3339, or YYYY-MM-DD for midnight UTC; default: the latest signed checkpoint)")
 	f.StringVar(&pubkey, "pubkey", "", "checkpoint verifier keys file ('custos audit pubkey'); default: derived from --dev or Vault")
@@ -269,6 +272,21 @@ func emptyTarget(dir string) error {
 		return usagef("--out %s is not empty: give a new directory", dir)
 	}
 	return nil
+}
+
+// notLink refuses an --out that is a symbolic link, before the access
+// starts: the package or bundle is renamed into place at the end, and a
+// rename replaces no link's target (durable.PublishDir refuses it), so
+// over a link the command failed only after the access was recorded and
+// the whole copy of the records taken (backup.CheckDest refuses one the
+// same way). A link the user made is left as it is.
+func notLink(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		return nil // a missing --out is made; any other error is emptyTarget's
+	}
+	link, _ := os.Readlink(dir)
+	return usagef("--out %s is a symbolic link (to %s), not a directory: name the directory itself", dir, link)
 }
 
 // packageRun is one run of 'compliance report'.

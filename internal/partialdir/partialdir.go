@@ -89,15 +89,20 @@ func RemoveStale(out string, now time.Time) []string {
 
 // GivenMode is the mode of out when it is an empty directory a command
 // was given to write into (and that publishing the partial directory
-// replaces): what Withdraw makes again. 0 when out does not exist (or is
+// replaces): what Withdraw makes again, its permissions and its setgid,
+// setuid and sticky bits (a group's shared directory is setgid, so that
+// what is written in it is the group's). 0 when out does not exist (or is
 // anything else).
 func GivenMode(out string) os.FileMode {
 	fi, err := os.Lstat(out)
 	if err != nil || !fi.IsDir() {
 		return 0
 	}
-	return fi.Mode().Perm() | os.ModeDir
+	return fi.Mode()&remade | os.ModeDir
 }
+
+// remade are the bits of a given directory's mode Remake makes again.
+const remade = os.ModePerm | os.ModeSetgid | os.ModeSetuid | os.ModeSticky
 
 // Publish renames the complete partial directory partial to out
 // (durable.PublishDir: fsynced, an empty out replaced, check called on out
@@ -159,7 +164,7 @@ func Remake(out string, given os.FileMode) error {
 			if err := os.Mkdir(out, given.Perm()); err != nil {
 				return err
 			}
-			if err := os.Chmod(out, given.Perm()); err != nil { // past the umask
+			if err := os.Chmod(out, given&remade); err != nil { // past the umask
 				return err
 			}
 		}

@@ -61,15 +61,7 @@ func TestWithdraw(t *testing.T) {
 
 	base := t.TempDir()
 	out := filepath.Join(base, "out")
-	tmp, release, _, err := partialdir.New(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
-	info, err := os.Lstat(tmp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmp, info := newPartial(t, out)
 	if err := os.Mkdir(out, 0o700); err != nil { // not the one published
 		t.Fatal(err)
 	}
@@ -82,4 +74,51 @@ func TestWithdraw(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "theirs")); err != nil {
 		t.Errorf("Withdraw touched a directory that is not the one published: %v", err)
 	}
+}
+
+// TestWithdrawRemakesTheGivenModeBits: the empty out given is made again
+// with its setgid and sticky bits, not its permissions alone: a group's
+// shared directory (setgid) given as --out lost its setgid bit to a
+// command that failed after publishing (until h-review64).
+func TestWithdrawRemakesTheGivenModeBits(t *testing.T) {
+	base := t.TempDir()
+	out := filepath.Join(base, "out")
+	if err := os.Mkdir(out, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	want := os.ModeDir | os.ModeSetgid | os.ModeSticky | 0o770
+	if err := os.Chmod(out, want&^os.ModeDir); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(out); err != nil || fi.Mode() != want {
+		t.Fatalf("the given out: %v (%v), want %v", fi.Mode(), err, want)
+	}
+	mode := partialdir.GivenMode(out)
+	tmp, info := newPartial(t, out)
+	if err := partialdir.Publish(tmp, out, info, mode, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := partialdir.Withdraw(out, tmp, info, mode); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Lstat(out)
+	if err != nil || fi.Mode() != want {
+		t.Errorf("out made again: %v (%v), want %v", fi.Mode(), err, want)
+	}
+}
+
+// newPartial makes a partial directory of out (partialdir.New), locked
+// until the test ends, and returns it with its FileInfo.
+func newPartial(t *testing.T, out string) (string, os.FileInfo) {
+	t.Helper()
+	tmp, release, _, err := partialdir.New(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	info, err := os.Lstat(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tmp, info
 }

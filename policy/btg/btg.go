@@ -564,17 +564,32 @@ const MinReasonLen = 10
 // CheckReason returns nil when reason says why enough for a grant: at
 // least MinReasonLen characters (not bytes) as Grant stores it, trimmed
 // and scrubbed of identifiers (scrubText: a telephone number becomes
-// "[PHONE]"). Otherwise it returns an ErrBadGrant error giving the count,
-// never the reason. It is the one rule: Grant applies it, and a caller
-// that checks a reason before it opens anything (custos btg grant) calls
-// it rather than a rule of its own.
+// "[PHONE]"), not counting the tokens the scrub put in their place
+// (minimize.ScrubTokens): a reason that was identifiers alone ("555-867-5309
+// a@b.io", stored "[PHONE] [EMAIL]") says nothing of why, however long.
+// Otherwise it returns an ErrBadGrant error giving the count, never the
+// reason. It is the one rule: Grant applies it, and a caller that checks a
+// reason before it opens anything (custos btg grant) calls it rather than
+// a rule of its own.
 func CheckReason(reason string) error {
-	if n := utf8.RuneCountInString(scrubText(reason)); n < MinReasonLen {
-		return fmt.Errorf("%w: the reason is required and must say why in at least %d characters once trimmed and scrubbed of identifiers, got %d",
+	if n := reasonLen(scrubText(reason)); n < MinReasonLen {
+		return fmt.Errorf("%w: the reason is required and must say why in at least %d characters once trimmed and scrubbed of identifiers, the identifiers' placeholders not counted, got %d",
 			ErrBadGrant, MinReasonLen, n)
 	}
 	return nil
 }
+
+// reasonLen is the length in characters of the scrubbed reason s without
+// the scrub's tokens, trimmed.
+func reasonLen(s string) int {
+	for _, t := range scrubTokens {
+		s = strings.ReplaceAll(s, t, "")
+	}
+	return utf8.RuneCountInString(strings.TrimSpace(s))
+}
+
+// scrubTokens are minimize.ScrubTokens, once.
+var scrubTokens = minimize.ScrubTokens()
 
 // Grant records a new grant and its event. The reason is required, the TTL
 // may not exceed the rules' MaxTTL and, when the rules name roles allowed

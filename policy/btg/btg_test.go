@@ -483,18 +483,24 @@ func TestOperatorTextKeepsNoPhoneInATokenShape(t *testing.T) {
 
 // reasonCases are reasons at MinReasonLen's boundary, and whether a grant
 // takes them: the length is the reason's as stored, trimmed and scrubbed,
-// in characters. A reason of nine characters whose e-mail address the
-// scrub replaces is ten once scrubbed ("ab [EMAIL]"); a telephone number
-// of twelve is seven ("[PHONE]"); five two-byte characters are five, not
-// ten. custos btg grant checked len(strings.TrimSpace(reason)) (bytes,
-// not scrubbed) and Grant len(scrubbed) (bytes): they disagreed on the
-// first two, and both took the third.
+// in characters, the scrub's placeholders not counted. A reason of nine
+// characters whose e-mail address the scrub replaces is two ("ab
+// [EMAIL]"); a telephone number and an e-mail address are none ("[PHONE]
+// [EMAIL]", fifteen characters, which h-tidy's rule took for a reason);
+// five two-byte characters are five, not ten. custos btg grant checked
+// len(strings.TrimSpace(reason)) (bytes, not scrubbed) and Grant
+// len(scrubbed) (bytes): they disagreed on a telephone number alone, and
+// both took identifiers alone.
 var reasonCases = []struct {
 	reason string
 	ok     bool
 }{
-	{"  ab a@b.io  ", true},
+	{"  ab a@b.io  ", false}, // "ab [EMAIL]": two characters of reason
 	{"555-867-5309", false},
+	{"555-867-5309 a@b.io", false},                // "[PHONE] [EMAIL]": identifiers alone
+	{"[PHONE] [EMAIL] [DATE]", false},             // the placeholders written out
+	{"PID|1||58203391^^^SMH^MR||Doe^Jane", false}, // an HL7 segment, its fields replaced
+	{"call a@b.io re chest pain", true},
 	{"ééééé", false},
 	{"éééééééééé", true},
 	{"  chest pai  ", false},
