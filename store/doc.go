@@ -285,7 +285,7 @@
 // carried, the scan of a full import, the label propagation over the link
 // index, the patient-wide relabelling, the removal of its scratch buckets)
 // drops bbolt's mapping from its resident set once the resident file-backed
-// bytes grew by releaseBudget (64 MiB) since it last did, so that no step
+// bytes grew by releaseBudget (48 MiB) since it last did, so that no step
 // reads a whole bucket into it: the mapping stays under the budget and one
 // batch's pages (dropping it after every batch made every batch fault
 // back the branch pages of every bucket it reads, and the import's CPU grew
