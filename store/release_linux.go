@@ -15,9 +15,10 @@ import (
 // resident set (madvise MADV_DONTNEED on the first size bytes). bbolt maps
 // the file read-only and shared and writes through the file, so nothing is
 // lost: the kernel keeps the pages in its page cache and the next access
-// faults them back in. A streaming import calls it after each batch, so
-// that its resident set stays about one batch instead of growing with the
-// catalog file (every random insert reads a leaf through the mapping).
+// faults them back in. A streaming import calls it (Store.release) once
+// the mapping grew by releaseBudget, so that its resident set stays under
+// the budget and a batch instead of growing with the catalog file (every
+// random insert reads a leaf through the mapping).
 func releaseResident(db *bolt.DB, size int64) {
 	if size <= 0 {
 		return
