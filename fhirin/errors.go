@@ -45,8 +45,8 @@ var (
 	// ErrTruncated: a line or file ends in the middle of a JSON value.
 	ErrTruncated = errors.New("truncated JSON")
 	// ErrLineTooLong: an NDJSON line is longer than Options.MaxLine. A
-	// JSON value that is is ErrValueTooLong, which errors.Is also finds
-	// as ErrLineTooLong.
+	// JSON value longer than that is an ErrValueTooLong, which errors.Is
+	// also finds as ErrLineTooLong.
 	ErrLineTooLong = errors.New("NDJSON line too long")
 	// ErrValueTooLong: a JSON value of a JSON file or stream (a Bundle, a
 	// resource, an array of them) is longer than Options.MaxLine, which
