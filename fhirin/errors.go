@@ -3,6 +3,7 @@ package fhirin
 import (
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // The error vocabulary of Read and Detect. Every problem Read reports about
@@ -43,8 +44,17 @@ var (
 	ErrStructure = errors.New("not valid FHIR R4")
 	// ErrTruncated: a line or file ends in the middle of a JSON value.
 	ErrTruncated = errors.New("truncated JSON")
-	// ErrLineTooLong: an NDJSON line is longer than Options.MaxLine.
+	// ErrLineTooLong: an NDJSON line is longer than Options.MaxLine. A
+	// JSON value longer than that is an ErrValueTooLong, which errors.Is
+	// also finds as ErrLineTooLong.
 	ErrLineTooLong = errors.New("NDJSON line too long")
+	// ErrValueTooLong: a JSON value of a JSON file or stream (a Bundle, a
+	// resource, an array of them) is longer than Options.MaxLine, which
+	// bounds what the reader holds whole. errors.Is(err, ErrLineTooLong)
+	// holds too: until 2026-12-07 such a value was an ErrLineTooLong, and
+	// its text said "NDJSON line too long" of a Bundle in a .json file.
+	// The caller splits the Bundle or exports NDJSON.
+	ErrValueTooLong error = valueTooLong{}
 	// ErrGzip: a .gz file is not valid gzip (bad header, checksum, or cut short).
 	ErrGzip = errors.New("bad gzip stream")
 	// ErrResourceType: resourceType is missing, not an R4 resource type,
@@ -125,6 +135,15 @@ func newError(where, path string, sentinel error, format string, args ...any) *E
 	return &Error{Where: where, Path: path, Err: sentinel, Detail: fmt.Sprintf(format, args...)}
 }
 
+// valueTooLong is ErrValueTooLong: its own text, and an ErrLineTooLong
+// for errors.Is.
+type valueTooLong struct{}
+
+func (valueTooLong) Error() string { return "JSON value too long" }
+
+// Is reports target == ErrLineTooLong.
+func (valueTooLong) Is(target error) bool { return target == ErrLineTooLong }
+
 // Causes inside compartment errors (wrapped in an *Error by the caller).
 var (
 	errReferenceNotString = errors.New("Reference.reference is not a string")
@@ -153,4 +172,18 @@ func elementName(k string) string {
 		}
 	}
 	return k
+}
+
+// mib writes a size of n bytes for a limit in an error's text: "96 MiB",
+// "1.5 MiB", "1 KiB", "100 bytes".
+func mib(n int) string {
+	switch {
+	case n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + " MiB"
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+	case n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + " KiB"
+	}
+	return strconv.Itoa(n) + " bytes"
 }

@@ -285,15 +285,26 @@ func TestMaxLine(t *testing.T) {
 	}
 	err := Read(t.Context(), p, Options{Link: testLink, MaxLine: 1024}, func(Item) error { return nil })
 	var fe *Error
-	if !errors.As(err, &fe) || !errors.Is(err, ErrLineTooLong) || fe.Where != "Observation.ndjson:2" {
+	if !errors.As(err, &fe) || !errors.Is(err, ErrLineTooLong) || errors.Is(err, ErrValueTooLong) || fe.Where != "Observation.ndjson:2" {
 		t.Errorf("err = %v, want ErrLineTooLong at line 2", err)
 	}
+	// A JSON file's value says what it is, the limit and the ways past it
+	// (until 2026-12-07 "NDJSON line too long: longer than 1024 bytes"),
+	// and is still an ErrLineTooLong for errors.Is.
 	j := filepath.Join(dir, "o.json")
 	if err := os.WriteFile(j, []byte(long), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := Read(t.Context(), j, Options{Link: testLink, MaxLine: 1024}, func(Item) error { return nil }); !errors.Is(err, ErrLineTooLong) {
-		t.Errorf("JSON file: err = %v, want ErrLineTooLong", err)
+	err = Read(t.Context(), j, Options{Link: testLink, MaxLine: 1024}, func(Item) error { return nil })
+	if !errors.As(err, &fe) || !errors.Is(err, ErrValueTooLong) || !errors.Is(err, ErrLineTooLong) || fe.Where != "o.json:1" {
+		t.Errorf("JSON file: err = %v, want ErrValueTooLong (and ErrLineTooLong) at o.json:1", err)
+	}
+	const want = "fhirin: o.json:1: JSON value too long: a JSON value (a Bundle or a resource) of more than 1024 bytes (1 KiB), over the limit on one value that the reader holds whole; split it into smaller Bundles, or export the data as NDJSON (one resource a line)"
+	if err == nil || err.Error() != want {
+		t.Errorf("JSON file: err = %v\nwant %s", err, want)
+	}
+	if err != nil && strings.Contains(err.Error(), "NDJSON line") {
+		t.Errorf("JSON file: err = %v, calls the value an NDJSON line", err)
 	}
 	// A value past MaxLine that the decoder's last read took whole (its
 	// buffer grows by doubling, and one read may bring in up to its size):
@@ -305,8 +316,8 @@ func TestMaxLine(t *testing.T) {
 		if err := os.WriteFile(big, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := Read(t.Context(), big, Options{Link: testLink, MaxLine: 1 << 20}, func(Item) error { return nil }); !errors.Is(err, ErrLineTooLong) {
-			t.Errorf("a JSON value of %d bytes, MaxLine %d: err = %v, want ErrLineTooLong", len(body), 1<<20, err)
+		if err := Read(t.Context(), big, Options{Link: testLink, MaxLine: 1 << 20}, func(Item) error { return nil }); !errors.Is(err, ErrValueTooLong) || !strings.Contains(err.Error(), "of more than 1048576 bytes (1 MiB)") {
+			t.Errorf("a JSON value of %d bytes, MaxLine %d: err = %v, want ErrValueTooLong naming the limit", len(body), 1<<20, err)
 		}
 	}
 	// One of MaxLine bytes exactly is read.

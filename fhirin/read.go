@@ -699,8 +699,10 @@ func (rd *reader) readNDJSON(s *source, r io.Reader) error {
 // streamErr classifies a read error of a source.
 func (rd *reader) streamErr(s *source, line int, err error) error {
 	switch {
-	case errors.Is(err, bufio.ErrTooLong), errors.Is(err, errValueTooLong):
+	case errors.Is(err, bufio.ErrTooLong):
 		return newError(where(s, line), "", ErrLineTooLong, "longer than %d bytes", rd.opts.maxLine())
+	case errors.Is(err, errValueTooLong):
+		return newError(where(s, line), "", ErrValueTooLong, "a JSON value (a Bundle or a resource) of more than %d bytes (%s), over the limit on one value that the reader holds whole; split it into smaller Bundles, or export the data as NDJSON (one resource a line)", rd.opts.maxLine(), mib(rd.opts.maxLine()))
 	case s.gz && (errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, io.ErrUnexpectedEOF)):
 		return newError(where(s, line), "", ErrGzip, "corrupt or cut short")
 	}

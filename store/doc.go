@@ -280,12 +280,16 @@
 // second copy of the catalog.
 // A large manifest import is one transaction, so the imported content is held in
 // memory until commit (a few hundred MB for 100,000 small files); the
-// streaming import holds about one batch instead, and drops bbolt's mapping
-// from its resident set after every batch and after every chunk of its
-// closing steps (the retirement of attachments no longer carried, the scan
-// of a full import, the label propagation over the link index, the
-// patient-wide relabelling, the removal of its scratch buckets), so that no step
-// reads a whole bucket into it. Reencrypt
+// streaming import holds about one batch instead, and after every batch and
+// every chunk of its closing steps (the retirement of attachments no longer
+// carried, the scan of a full import, the label propagation over the link
+// index, the patient-wide relabelling, the removal of its scratch buckets)
+// drops bbolt's mapping from its resident set once the resident file-backed
+// bytes grew by releaseBudget (48 MiB) since it last did, so that no step
+// reads a whole bucket into it: the mapping stays under the budget and one
+// batch's pages (dropping it after every batch made every batch fault
+// back the branch pages of every bucket it reads, and the import's CPU grew
+// faster than its input). Reencrypt
 // holds every old and new blob value in memory the same way.
 //
 // bbolt keeps freed pages in the file, with their old bytes: rewriting a

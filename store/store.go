@@ -209,6 +209,10 @@ type Store struct {
 	// label rules version than the catalog's, so its scratch copy is
 	// renamed over the catalog even if nothing else changed (staged).
 	markedRules bool
+	// mappedAtRelease is the process's resident file-backed bytes
+	// (residentFileBytes) right after release last dropped the mapping;
+	// release drops it again only once they grew by releaseBudget.
+	mappedAtRelease int64
 }
 
 // Open opens (creating it with mode 0600 unless opts.ReadOnly) the store at

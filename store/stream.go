@@ -20,8 +20,10 @@ import (
 // Defaults of EntryOptions.
 const (
 	// DefaultBatchEntries is how many entries ImportEntries commits at most
-	// per write transaction. The mapping is released after each batch, so
-	// the resident set between releases grows with it: every entry touches
+	// per write transaction. The mapping is released once it grew by
+	// releaseBudget (until 2026-12-07: after each batch, when these figures
+	// were taken), and the resident set between releases grows with a
+	// batch: every entry touches
 	// random leaves of five buckets, and the kernel maps up to 64 KiB of
 	// cached neighbours with each page it faults in; smaller batches cost
 	// CPU (commits, and faulting the released pages back in). Measured end
@@ -1029,15 +1031,38 @@ func (imp *entryImport) eachStoredPage(ctx context.Context, fn func(page []Resou
 	}
 }
 
+// releaseBudget is how many bytes of the file mapping release lets
+// become resident before it drops them (a variable so that a test can make
+// it small). Dropping the whole mapping after every batch, as release did
+// until 2026-12-07, made every batch fault back in the branch pages of
+// every bucket it reads (and, with each fault, the kernel's fault-around
+// neighbours): about 55 us of CPU a fault, and a batch's faults grew with
+// the catalog (3.3 an entry at 10,710 entries, 4.6 at 53,480), so the
+// import's CPU grew faster than its input (docs/benchmarks.md, "A large
+// Bundle's CPU"). With a budget the pages a batch faults in stay for the
+// next ones, and the mapping's part of the resident set stays under the
+// budget plus one batch's pages (up to about 30 MiB). 48 MiB: a 50 MB
+// Bundle's import 13 s of CPU instead of 16-19, 99,833 NDJSON resources
+// 153 MiB peak RSS (137 MiB before; 188 MiB at a budget of 64 MiB, too
+// near the 200 MB target).
+var releaseBudget int64 = 48 << 20
+
 // release drops the file mapping's pages from the resident set
-// (releaseResident) while no transaction of s is open.
+// (releaseResident) while no transaction of s is open, once they grew by
+// releaseBudget since it last did; always where the resident file-backed
+// bytes cannot be read (residentFileBytes < 0).
 func (s *Store) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	mapped := residentFileBytes()
+	if mapped >= 0 && mapped-s.mappedAtRelease < releaseBudget {
+		return
+	}
 	var size int64
 	if s.db.View(func(tx *bolt.Tx) error { size = tx.Size(); return nil }) == nil {
 		releaseResident(s.db, size)
 	}
+	s.mappedAtRelease = residentFileBytes()
 }
 
 // write writes the batch and the deletions in tx: blobs in digest order and
