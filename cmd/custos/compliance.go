@@ -473,7 +473,11 @@ func (p *packageRun) withdraw() error {
 		return nil
 	}
 	err := partialdir.Withdraw(p.out, p.tmp, p.tmpInfo, p.given)
-	if err == nil {
+	if _, serr := os.Lstat(p.tmp); err == nil || serr == nil {
+		// Taken back, or renamed back but not removed: the partial
+		// directory is this command's again, for discard to remove (as
+		// access.BundleTarget.Withdraw and backup.Staged.Withdraw do; a
+		// package left there holds PHI until a later run).
 		p.published = false
 	}
 	return err
