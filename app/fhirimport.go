@@ -49,24 +49,39 @@ type FHIRImport struct {
 // found a problem and reports that instead).
 var errStopped = errors.New("app: import stopped by the catalog")
 
+// FHIRReport is what ImportFHIR did: the catalog's report of what it
+// imported, and what the reader left out of the input on purpose
+// (fhirin.Skipped: Bundle entries that carry nothing to import), which
+// none of the catalog's counts holds. Its JSON is the catalog report's
+// members and "skipped".
+type FHIRReport struct {
+	store.ImportReport
+	Skipped fhirin.Skipped `json:"skipped"`
+}
+
 // ImportFHIR reads the FHIR input at path (a Bulk export directory or its
 // $export manifest, Bundles, or single resources; fhirin.Detect) as a stream
 // and imports it into the catalog at catalogPath through the staged import:
 // all or nothing, with memory bounded by one batch, while a server may be
 // serving the catalog. A custos manifest is refused with
 // fhirin.ErrCustosManifest: the caller routes it to store.ImportStaged.
-func ImportFHIR(ctx context.Context, catalogPath, path string, o FHIRImport) (store.ImportReport, error) {
+func ImportFHIR(ctx context.Context, catalogPath, path string, o FHIRImport) (FHIRReport, error) {
 	namer, err := store.NewNamer(o.Tenant, o.IDKey.Bytes, o.IDKey.ID)
 	if err != nil {
-		return store.ImportReport{}, err
+		return FHIRReport{}, err
 	}
 	eopts := store.EntryOptions{Namer: namer, Source: o.Source, Full: o.Full, Progress: o.Progress, LabelRules: fhirin.LabelRules}
-	return store.ImportEntriesStagedFrom(ctx, catalogPath, func(st *store.Store) iter.Seq2[store.Entry, error] {
+	var skipped fhirin.Skipped // set by the read whose stream the catalog took whole
+	rep, err := store.ImportEntriesStagedFrom(ctx, catalogPath, func(st *store.Store) iter.Seq2[store.Entry, error] {
 		opts := fhirin.Options{Link: namer.Link, Logger: o.Logger, StoredBinary: storedBinary(st, namer),
 			PlaceBinary: placeBinary(st, namer), PlaceContext: placeContext(st, namer, eopts), Complete: o.Full,
-			Match: matchResources(ctx, st, namer, cmp.Or(o.Source, store.DefaultSource))}
+			Match: matchResources(ctx, st, namer, cmp.Or(o.Source, store.DefaultSource)), Skipped: &skipped}
 		return fhirEntries(ctx, path, opts)
 	}, eopts, store.Options{DataKeys: o.DataKeys, Timeout: o.Timeout, Logger: o.Logger})
+	if err != nil {
+		return FHIRReport{}, err
+	}
+	return FHIRReport{ImportReport: rep, Skipped: skipped}, nil
 }
 
 // storedBinary is fhirin.Options.StoredBinary over st, the catalog copy

@@ -206,7 +206,7 @@ func (f *linkFixture) liveVersions() map[string]string {
 
 // impBundles imports the Bundles, one file each, as one import (a
 // directory of Bundle files).
-func (f *linkFixture) impBundles(full bool, bundles ...string) (store.ImportReport, error) {
+func (f *linkFixture) impBundles(full bool, bundles ...string) (FHIRReport, error) {
 	f.t.Helper()
 	dir := f.t.TempDir()
 	for i, b := range bundles {
@@ -1120,7 +1120,7 @@ func TestImportConditionalFindsNDJSONOfTheImport(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "z-bundle.json"), []byte(bundle), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		imp := func() (store.ImportReport, error) {
+		imp := func() (FHIRReport, error) {
 			return ImportFHIR(context.Background(), f.cat, dir, FHIRImport{Tenant: f.tenant, IDKey: f.key})
 		}
 		if _, err := imp(); err != nil {
@@ -1199,7 +1199,7 @@ func TestImportConditionalIndependentOfFileNames(t *testing.T) {
 
 // dirImport writes the files (name: content) into a directory and
 // returns an import of it into f's catalog, to run as often as needed.
-func (f *linkFixture) dirImport(files map[string]string) func() (store.ImportReport, error) {
+func (f *linkFixture) dirImport(files map[string]string) func() (FHIRReport, error) {
 	f.t.Helper()
 	dir := f.t.TempDir()
 	for name, body := range files {
@@ -1207,7 +1207,7 @@ func (f *linkFixture) dirImport(files map[string]string) func() (store.ImportRep
 			f.t.Fatal(err)
 		}
 	}
-	return func() (store.ImportReport, error) {
+	return func() (FHIRReport, error) {
 		return ImportFHIR(context.Background(), f.cat, dir, FHIRImport{Tenant: f.tenant, IDKey: f.key})
 	}
 }

@@ -46,7 +46,7 @@ func (k gcmKeys) UnwrapDataKey(_ context.Context, w []byte) ([]byte, error) {
 func TestImportLinksStoredBinaryEncrypted(t *testing.T) {
 	f := newLinkFixture(t)
 	dk := gcmKeys{kek: make([]byte, 32)}
-	imp := func(full bool, files map[string][]string) (store.ImportReport, error) {
+	imp := func(full bool, files map[string][]string) (FHIRReport, error) {
 		return ImportFHIR(context.Background(), f.cat, f.dir(files), FHIRImport{Tenant: f.tenant, IDKey: f.key, Full: full, DataKeys: dk})
 	}
 	if _, err := imp(true, map[string][]string{"Patient": {lnkPat}, "Binary": {lnkBin}, "DocumentReference": {lnkDoc("d3", "bx", "a", lnkPSY)}}); err != nil {

@@ -37,7 +37,7 @@ func newLinkFixture(t *testing.T) *linkFixture {
 }
 
 // imp imports the resources (one NDJSON line each) as a Bulk directory.
-func (f *linkFixture) imp(full bool, files map[string][]string) (store.ImportReport, error) {
+func (f *linkFixture) imp(full bool, files map[string][]string) (FHIRReport, error) {
 	f.t.Helper()
 	return ImportFHIR(context.Background(), f.cat, f.dir(files), FHIRImport{Tenant: f.tenant, IDKey: f.key, Full: full})
 }
@@ -58,7 +58,7 @@ func (f *linkFixture) dir(files map[string][]string) string {
 	return dir
 }
 
-func (f *linkFixture) mustImp(full bool, files map[string][]string) store.ImportReport {
+func (f *linkFixture) mustImp(full bool, files map[string][]string) FHIRReport {
 	f.t.Helper()
 	rep, err := f.imp(full, files)
 	if err != nil {

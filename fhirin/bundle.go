@@ -397,7 +397,8 @@ var httpVerbs = map[string]bool{"": true, "GET": true, "HEAD": true, "POST": tru
 
 // bundleEntry imports one entry: a resource, or the retirement a DELETE
 // request names. GET and HEAD requests without a resource carry nothing to
-// import; search outcomes (OperationOutcome) are skipped.
+// import; search outcomes (OperationOutcome) are skipped. Both are counted
+// (Options.Skipped).
 func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 	w := where(s, e.line)
 	path := "Bundle.entry[" + itoa(i) + "]"
@@ -450,6 +451,7 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		return nil
 	case "GET", "HEAD":
 		if !hasResource {
+			rd.skip(&rd.skipped.Reads)
 			return nil
 		}
 	}
@@ -506,6 +508,7 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 			}
 			return newError(w, path, ErrValue, "the searchset's outcome reports an error (issue code %s): the search did not complete, and a partial result is not imported", code)
 		}
+		rd.skip(&rd.skipped.Outcomes)
 		return nil
 	}
 	if e.Search != nil && e.Search.Mode == "outcome" {
@@ -514,6 +517,7 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 			// anything else would lose it.
 			return newError(w, path+".search.mode", ErrValue, "an outcome entry holds an OperationOutcome, not another resource")
 		}
+		rd.skip(&rd.skipped.Outcomes)
 		return nil
 	}
 	e.writes = true // remember files it, whatever this pass reads of it
@@ -521,6 +525,14 @@ func (rd *reader) bundleEntry(s *source, b *bundle, i int, e *entry) error {
 		return nil
 	}
 	return rd.resource(s, w, e.Resource, "", b, e)
+}
+
+// skip counts an entry left out on purpose in n, a count of rd.skipped,
+// once: in the pass that yields, not in the passes that read before it.
+func (rd *reader) skip(n *int) {
+	if rd.emit {
+		*n++
+	}
 }
 
 // rewriteRefs walks a resource of the Bundle and replaces every reference

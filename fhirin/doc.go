@@ -16,7 +16,9 @@
 //     file: URLs; error[] and outcome[] checked);
 //   - Bundles of type collection, document, transaction, batch and
 //     searchset (a searchset's OperationOutcome outcome entries are not
-//     results: skipped, or an error when one reports an error), one or
+//     results: skipped, or an error when one reports an error; GET and
+//     HEAD requests without a resource are skipped too, and Read counts
+//     what it skips, Options.Skipped), one or
 //     many per file (concatenated, a JSON array, or NDJSON), a file or a
 //     directory of them, with references to entries (their fullUrls, of
 //     any scheme) resolved;

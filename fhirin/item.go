@@ -211,6 +211,25 @@ type Options struct {
 	// part of the data only (_since, _type, _typeFilter: ErrManifest), whose
 	// full import would retire the rest.
 	Complete bool
+	// Skipped, if not nil, is set when Read returns nil to the count of
+	// the Bundle entries it left out on purpose, for the caller's report
+	// (they are no error, and an import would otherwise not say it left
+	// them out). Read leaves it as it is when it fails.
+	Skipped *Skipped
+}
+
+// Skipped counts, by kind, the Bundle entries Read leaves out on purpose:
+// they carry nothing to import (docs/import.md, "Bundle entries"). Every
+// other entry is imported or refused.
+type Skipped struct {
+	// Reads are GET and HEAD request entries without a resource (a batch
+	// of reads): a request to read, with nothing to store.
+	Reads int `json:"read_requests"`
+	// Outcomes are a search's outcomes: in a searchset an OperationOutcome
+	// with search.mode outcome or none that reports no error (one that
+	// does refuses the import), in any other Bundle one with search.mode
+	// outcome. Never imported: its diagnostics may quote a patient.
+	Outcomes int `json:"search_outcomes"`
 }
 
 func (o Options) maxLine() int {

@@ -74,7 +74,11 @@ func Read(ctx context.Context, path string, opts Options, yield func(Item) error
 	if len(rd.problems) > 0 {
 		return errors.Join(rd.problems...)
 	}
-	log.Info("fhirin: read", "format", f.String(), "files", len(srcs), "items", rd.items)
+	log.Info("fhirin: read", "format", f.String(), "files", len(srcs), "items", rd.items,
+		"skipped_reads", rd.skipped.Reads, "skipped_outcomes", rd.skipped.Outcomes)
+	if opts.Skipped != nil {
+		*opts.Skipped = rd.skipped
+	}
 	return nil
 }
 
@@ -349,6 +353,9 @@ type reader struct {
 	ctxTypes   map[string]bool
 	ctxDecoded int
 	items      int
+	// skipped counts the Bundle entries the pass that yields leaves out
+	// on purpose (Options.Skipped).
+	skipped Skipped
 	// remembers: the input's Bundles make conditional searches
 	// (searched), which find the resources outside Bundles
 	// (rememberResource); headsOnly: this pass skips the file but for

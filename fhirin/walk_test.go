@@ -2,6 +2,7 @@ package fhirin
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -169,17 +170,22 @@ func withDecoderReleased(fn func()) {
 	fn()
 }
 
-// readResult is what one Read gives: its items and its error's text.
+// readResult is what one Read gives: its items, the entries it skipped
+// (Options.Skipped) and its error's text.
 type readResult struct {
-	items []Item
-	err   string
+	items   []Item
+	skipped Skipped
+	err     string
 }
 
-// readResult reads path as readAll does.
+// readResult reads path as readAll does, counting what it skips.
 func readResultOf(t testing.TB, path string) readResult {
 	t.Helper()
-	items, err := readAll(t, path)
-	r := readResult{items: items}
+	var r readResult
+	err := Read(context.Background(), path, Options{Link: testLink, Skipped: &r.skipped}, func(it Item) error {
+		r.items = append(r.items, it)
+		return nil
+	})
 	if err != nil {
 		r.err = err.Error()
 	}
@@ -190,7 +196,8 @@ func readResultOf(t testing.TB, path string) readResult {
 // readJSONFile), with the walk through a decoder released after every
 // top-level value (readJSON, release) and with the plain reading (a
 // decoder never released), and fails unless all give the same items
-// (bodies, labels, places) and the same error, text included. It returns
+// (bodies, labels, places), skip the same entries (Options.Skipped) and
+// give the same error, text included. It returns
 // the walk's.
 func readBothAgree(t testing.TB, path string) readResult {
 	t.Helper()
@@ -204,6 +211,9 @@ func readBothAgree(t testing.TB, path string) readResult {
 	}{{"the walk", got}, {"the walk through a released decoder", released}} {
 		if r.got.err != want.err {
 			t.Fatalf("%s: %s's error\n  %s\nthe plain reading's\n  %s", path, r.name, r.got.err, want.err)
+		}
+		if r.got.skipped != want.skipped {
+			t.Fatalf("%s: %s skipped %+v, the plain reading %+v", path, r.name, r.got.skipped, want.skipped)
 		}
 		if len(r.got.items) != len(want.items) {
 			t.Fatalf("%s: %s read %d items, the plain reading %d", path, r.name, len(r.got.items), len(want.items))
@@ -298,14 +308,17 @@ var bundleVariants = [][2]string{
 // fixtures (fhirin/testdata, minimize/testdata, testdata), each alone and
 // their directories whole, as written, on one line and rewritten
 // (bundleVariants), with the walk and with the plain reading it replaced,
-// and requires the same items and the same errors, text included.
+// and requires the same items, the same entries skipped (Options.Skipped:
+// testdata/skipped-entries.json skips some of each kind) and the same
+// errors, text included.
 func TestBundleReadingAgreesWithPlain(t *testing.T) {
 	dirs := map[string]bool{}
-	read, failed := 0, 0
+	read, failed, skipped := 0, 0, 0
 	for _, p := range repositoryBundles(t) {
 		dirs[filepath.Dir(p)] = true
 		if r := readBothAgree(t, p); r.err == "" {
 			read += len(r.items)
+			skipped += r.skipped.Reads + r.skipped.Outcomes
 		} else {
 			failed++
 		}
@@ -338,6 +351,7 @@ func TestBundleReadingAgreesWithPlain(t *testing.T) {
 			}
 			if r := readBothAgree(t, q); r.err == "" {
 				read += len(r.items)
+				skipped += r.skipped.Reads + r.skipped.Outcomes
 			} else {
 				failed++
 			}
@@ -347,9 +361,9 @@ func TestBundleReadingAgreesWithPlain(t *testing.T) {
 		readBothAgree(t, d)
 	}
 	// The comparison means something only when both read and refuse.
-	t.Logf("read %d items, %d refusals", read, failed)
-	if read == 0 || failed == 0 {
-		t.Errorf("the readings agreed on %d items read and %d refusals: the comparison needs both", read, failed)
+	t.Logf("read %d items, %d refusals, %d entries skipped", read, failed, skipped)
+	if read == 0 || failed == 0 || skipped == 0 {
+		t.Errorf("the readings agreed on %d items read, %d refusals and %d entries skipped: the comparison needs all three", read, failed, skipped)
 	}
 	if read < 500 || failed < 200 {
 		t.Errorf("read %d items and %d refusals from the Bundles and their variants: too few to compare", read, failed)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -179,14 +180,18 @@ Examples:
 				dataKeys = kv
 			}
 			tick, done := progress(progressTo(cmd, asJSON), "validating and importing", !isFHIR)
-			var rep store.ImportReport
+			var (
+				rep     store.ImportReport
+				fhirRep app.FHIRReport
+			)
 			if isFHIR {
 				var key secrets.Key
 				if key, err = resourceIDKey(cmd.Context(), d, kv); err == nil {
-					rep, err = app.ImportFHIR(cmd.Context(), d.catalog(), args[0], app.FHIRImport{
+					fhirRep, err = app.ImportFHIR(cmd.Context(), d.catalog(), args[0], app.FHIRImport{
 						Tenant: tenant, IDKey: key, Full: full, Source: source, DataKeys: dataKeys,
 						Timeout: importLockWait, Progress: tick, Logger: quietLogger(cmd),
 					})
+					rep = fhirRep.ImportReport
 				}
 			} else {
 				rep, err = store.ImportStaged(cmd.Context(), d.catalog(), args[0], store.Options{DataKeys: dataKeys, Timeout: importLockWait}, tick)
@@ -208,6 +213,9 @@ Examples:
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "custos: warning: no Vault configured ($VAULT_ADDR or --vault-addr): %s holds the imported resources in plaintext%s; for synthetic or demo data only (docs/vault.md)\n", d.catalog(), ids)
 			}
+			if asJSON && isFHIR {
+				return writeJSON(cmd.OutOrStdout(), fhirRep)
+			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), rep)
 			}
@@ -219,8 +227,8 @@ Examples:
 				if rep.Relabelled > 0 {
 					repeated += fmt.Sprintf(", %d relabelled (labels changed)", rep.Relabelled)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "imported %d FHIR entries for tenant %s: %d created, %d updated, %d unchanged, %d retired%s (%d bytes)\n",
-					rep.Lines, tenant, rep.Created, rep.Updated, rep.Unchanged, rep.Retired, repeated, rep.Bytes)
+				fmt.Fprintf(cmd.OutOrStdout(), "imported %d FHIR entries for tenant %s: %d created, %d updated, %d unchanged, %d retired%s (%d bytes)%s\n",
+					rep.Lines, tenant, rep.Created, rep.Updated, rep.Unchanged, rep.Retired, repeated, rep.Bytes, skippedText(fhirRep.Skipped))
 				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "imported %d lines: %d created, %d updated, %d unchanged (%d bytes)\n",
@@ -236,6 +244,31 @@ Examples:
 	vf.register(cmd.Flags())
 	markRequired(cmd, "data-dir")
 	return cmd
+}
+
+// skippedText is the import summary's account of the Bundle entries the
+// reader left out on purpose ("; skipped: 12 read requests (GET/HEAD), 3
+// search outcomes"), "" when it left out none.
+func skippedText(s fhirin.Skipped) string {
+	var kinds []string
+	for _, k := range []struct {
+		n         int
+		one, many string
+	}{{s.Reads, "read request", "read requests"}, {s.Outcomes, "search outcome", "search outcomes"}} {
+		switch {
+		case k.n == 1:
+			kinds = append(kinds, "1 "+k.one)
+		case k.n > 1:
+			kinds = append(kinds, strconv.Itoa(k.n)+" "+k.many)
+		}
+	}
+	if s.Reads > 0 {
+		kinds[0] += " (GET/HEAD)"
+	}
+	if len(kinds) == 0 {
+		return ""
+	}
+	return "; skipped: " + strings.Join(kinds, ", ")
 }
 
 // resourceIDKey returns the key that names imported FHIR resources: Vault's

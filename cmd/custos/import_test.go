@@ -398,3 +398,53 @@ func TestImportOfNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestImportReportsSkippedEntries: Bundle entries the reader leaves out on
+// purpose beside importable ones (fhirin's testdata/skipped-entries.json:
+// 3 GET/HEAD requests without a resource, 3 search outcomes) are counted
+// in the import's report, in --json ("skipped") and in its text line;
+// before, the import succeeded and said nothing of them. What is imported
+// is what it was.
+func TestImportReportsSkippedEntries(t *testing.T) {
+	t.Setenv("VAULT_ADDR", "") // the dev id key of the data directory
+	in, err := filepath.Abs(filepath.Join("..", "..", "fhirin", "testdata", "skipped-entries.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, asJSON := range []bool{true, false} {
+		args := []string{"import", "--data-dir", filepath.Join(t.TempDir(), "data"), "--tenant", "t", in}
+		if asJSON {
+			args = append(args[:1], append([]string{"--json"}, args[1:]...)...)
+		}
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 0 {
+			t.Fatalf("custos %s: exit %d: %s", strings.Join(args, " "), code, errb.String())
+		}
+		if !asJSON {
+			const want = "imported 5 FHIR entries for tenant t: 5 created, 0 updated, 0 unchanged, 0 retired ("
+			if got := out.String(); !strings.HasPrefix(got, want) || !strings.HasSuffix(got, " bytes); skipped: 3 read requests (GET/HEAD), 3 search outcomes\n") {
+				t.Errorf("custos import said %q, want %q... bytes); skipped: 3 read requests (GET/HEAD), 3 search outcomes", got, want)
+			}
+			continue
+		}
+		var rep struct {
+			store.ImportReport
+			Skipped *struct {
+				Reads    *int `json:"read_requests"`
+				Outcomes *int `json:"search_outcomes"`
+			} `json:"skipped"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("custos import --json: report %q: %v", out.String(), err)
+		}
+		if rep.Created != 5 || rep.Lines != 5 {
+			t.Errorf("custos import --json: %+v, want 5 entries created", rep.ImportReport)
+		}
+		switch s := rep.Skipped; {
+		case s == nil || s.Reads == nil || s.Outcomes == nil:
+			t.Errorf("custos import --json: no skipped.read_requests and skipped.search_outcomes in %s", out.String())
+		case *s.Reads != 3 || *s.Outcomes != 3:
+			t.Errorf("custos import --json: skipped %d read requests and %d search outcomes, want 3 and 3", *s.Reads, *s.Outcomes)
+		}
+	}
+}

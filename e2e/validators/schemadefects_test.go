@@ -1,6 +1,7 @@
 package validators_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/custos-mcp/custos/e2e/validators"
@@ -70,6 +71,86 @@ func TestSchemaDefectsAreTheSchemas(t *testing.T) {
 	for i, c := range cases {
 		if !refused[i] {
 			t.Errorf("%s: the schema takes %s: not a defect of it (any more)", c.defect.Why, c.resource)
+		}
+	}
+}
+
+// nullCases are resources whose every refusal by HL7's schema reads
+// "<path>[i] should be string": the one R4 JSON's null with its companion
+// (json.html) is the schema's defect, each of the others invalid R4 of
+// its own, which the message alone excused until h-fhirin.
+var nullCases = []struct {
+	name, resource string
+	defect         bool
+}{
+	{"a null whose _given companion holds its extension", `{"resourceType":"Patient","name":[{"given":["A",null],"_given":[null,{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]}]}]}`, true},
+	{"the same in an address line", `{"resourceType":"Patient","address":[{"line":["1 Main St",null],"_line":[null,{"id":"l2"}]}]}`, true},
+	{"a number in a string array", `{"resourceType":"Patient","name":[{"given":["A",7]}]}`, false},
+	{"an object in a string array", `{"resourceType":"Patient","name":[{"given":["A",{"x":1}]}]}`, false},
+	{"a boolean in a string array", `{"resourceType":"Patient","name":[{"given":[true]}]}`, false},
+	{"a null without a companion", `{"resourceType":"Patient","name":[{"given":["A",null]}]}`, false},
+	{"a null whose companion is null there too", `{"resourceType":"Patient","name":[{"given":["A",null],"_given":[{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]},null]}]}`, false},
+	{"a null whose companion is an empty object", `{"resourceType":"Patient","name":[{"given":["A",null],"_given":[null,{}]}]}`, false},
+	{"a null whose companion is shorter", `{"resourceType":"Patient","name":[{"given":[null,"A"],"_given":[{"id":"g"}]}]}`, false},
+	{"a null whose companion is another name's", `{"resourceType":"Patient","name":[{"given":["A",null]},{"given":["B","C"],"_given":[null,{"id":"g"}]}]}`, false},
+	{"a null whose companion is another element's", `{"resourceType":"Patient","name":[{"given":["A",null],"_prefix":[null,{"id":"g"}],"prefix":["x","y"]}]}`, false},
+}
+
+// TestNullInPrimitiveArrayIsTheDefectAlone: NullInPrimitiveArray excuses
+// the schema's refusal of R4 JSON's null with its companion, and no other
+// refusal with the same message: a value of another kind in the array, a
+// null without a companion entry at its index (none, a null, an empty
+// object, a companion too short, another element's or another
+// repetition's). Judged on the refusals as the schema words them, here
+// without node, and live below.
+func TestNullInPrimitiveArrayIsTheDefectAlone(t *testing.T) {
+	for _, c := range nullCases {
+		for _, msg := range []string{".name[0].given[1] should be string", ".name[0].given[0] should be string", ".name[1].given[1] should be string"} {
+			inv := validators.Invalid{Validator: validators.HL7Schema, Message: msg, Resource: c.resource}
+			if validators.NullInPrimitiveArray.Explains(inv) && !c.defect {
+				t.Errorf("%s: %q told as the defect", c.name, msg)
+			}
+		}
+	}
+	for _, inv := range []validators.Invalid{
+		{Validator: validators.HL7Schema, Message: ".name[0].given[1] should be string", Resource: nullCases[0].resource},
+		{Validator: validators.HL7Schema, Message: ".address[0].line[1] should be string", Resource: nullCases[1].resource},
+	} {
+		if !validators.NullInPrimitiveArray.Explains(inv) {
+			t.Errorf("%+v: not told as the defect", inv)
+		}
+	}
+	for _, inv := range []validators.Invalid{
+		{Validator: validators.HL7Schema, Message: ".name[0].given[1] should be string"}, // no resource to judge by
+		{Validator: validators.HL7Schema, Message: ".name[0].given[1] should be string", Resource: "{"},
+		{Validator: validators.Medplum, Message: ".name[0].given[1] should be string", Resource: nullCases[0].resource},
+		{Validator: validators.HL7Schema, Message: ".name[0].given[1] should be string or null", Resource: nullCases[0].resource},
+	} {
+		if validators.NullInPrimitiveArray.Explains(inv) {
+			t.Errorf("%+v: told as the defect", inv)
+		}
+	}
+	resources := make([][]byte, len(nullCases))
+	for i, c := range nullCases {
+		resources[i] = []byte(c.resource)
+	}
+	refused := make([]bool, len(nullCases))
+	for _, inv := range validators.FHIR(t, resources).Invalid {
+		if inv.Validator != validators.HL7Schema {
+			continue
+		}
+		c := nullCases[inv.Index]
+		refused[inv.Index] = true
+		if !strings.HasSuffix(inv.Message, "] should be string") {
+			t.Errorf("%s: the schema says %q, not the message of the defect: the case tests nothing", c.name, inv.Message)
+		}
+		if got := validators.NullInPrimitiveArray.Explains(inv); got != c.defect {
+			t.Errorf("%s: the schema's %q told as the defect: %v, want %v", c.name, inv.Message, got, c.defect)
+		}
+	}
+	for i, c := range nullCases {
+		if !refused[i] {
+			t.Errorf("%s: the schema takes it: the case tests nothing", c.name)
 		}
 	}
 }

@@ -28,12 +28,15 @@ import (
 )
 
 // Invalid is one resource a validator rejected: its 0-based index in the
-// input, its id, the validator's name and message.
+// input, its id, the validator's name and message, and the resource
+// itself as it was given (compact JSON), so that a refusal can be judged
+// against what it refused (SchemaDefect.Explains).
 type Invalid struct {
 	Index     int    `json:"index"`
 	ID        string `json:"id"`
 	Validator string `json:"validator"`
 	Message   string `json:"message"`
+	Resource  string `json:"-"`
 }
 
 // Report is the validators' verdict over an input.
@@ -192,10 +195,13 @@ func R4Definition(t testing.TB, id string) []byte {
 func run(t testing.TB, d, profile string, resources [][]byte) Report {
 	t.Helper()
 	var in bytes.Buffer
+	lines := make([]string, len(resources))
 	for i, r := range resources {
+		start := in.Len()
 		if err := json.Compact(&in, r); err != nil {
 			t.Fatalf("validators: resource %d is not JSON: %v", i, err)
 		}
+		lines[i] = in.String()[start:]
 		in.WriteByte('\n')
 	}
 	args := []string{filepath.Join(d, "validate.mjs"), "-"}
@@ -217,6 +223,12 @@ func run(t testing.TB, d, profile string, resources [][]byte) Report {
 	}
 	if rep.Validated != len(resources) {
 		t.Fatalf("validators: checked %d of %d resources", rep.Validated, len(resources))
+	}
+	for i, inv := range rep.Invalid {
+		if inv.Index < 0 || inv.Index >= len(lines) {
+			t.Fatalf("validators: a refusal of resource %d of %d: %s: %s", inv.Index, len(lines), inv.Validator, inv.Message)
+		}
+		rep.Invalid[i].Resource = lines[inv.Index]
 	}
 	return rep
 }
