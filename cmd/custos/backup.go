@@ -106,6 +106,7 @@ Example:
 				}
 				return fmt.Errorf("backup NOT written: %w", err)
 			}
+			defer staged.Discard()
 			for _, p := range staged.Removed {
 				fmt.Fprintf(cmd.ErrOrStderr(), "removed %s, left by an interrupted backup to the same --out\n", p)
 			}

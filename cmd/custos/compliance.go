@@ -304,13 +304,8 @@ type packageRun struct {
 	vf                     *vaultFlags
 
 	// The package's partial directory (run makes it; publish, withdraw
-	// and discard), its FileInfo, the mode of the empty --out given (0:
-	// none) and its lock's release.
-	tmp       string
-	tmpInfo   os.FileInfo
-	given     os.FileMode
-	release   func()
-	published bool
+	// and discard).
+	staged *partialdir.Staged
 }
 
 func (p *packageRun) step(format string, args ...any) {
@@ -371,18 +366,12 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 	// runs): a killed report's, which holds copies of records, is removed
 	// by the next report to the same --out, as a killed export's or
 	// backup's is.
-	given := partialdir.GivenMode(p.out)
-	tmp, release, _, err := partialdir.New(p.out)
+	staged, err := partialdir.Stage(p.out)
 	if err != nil {
 		return nil, fmt.Errorf("--out %s: %w", p.out, err)
 	}
-	info, err := os.Lstat(tmp)
-	if err != nil {
-		release()
-		os.RemoveAll(tmp)
-		return nil, fmt.Errorf("--out %s: %w", p.out, err)
-	}
-	p.tmp, p.tmpInfo, p.given, p.release = tmp, info, given, release
+	p.staged = staged
+	tmp := staged.Dir()
 	bdir := filepath.Join(tmp, packageBundle)
 	p.step("verifying the audit log and its %d anchored checkpoints, scanning it for retention, writing the export bundle", len(entries))
 	var res access.ComplianceResult
@@ -458,40 +447,18 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 // publish puts the package that run wrote in place: an empty --out is
 // replaced, a non-empty one refused. On failure nothing is left (a
 // rename done, its parent's fsync failed: taken back).
-func (p *packageRun) publish() error {
-	if err := partialdir.Publish(p.tmp, p.out, p.tmpInfo, p.given, emptyTarget); err != nil {
-		return err
-	}
-	p.published = true
-	return nil
-}
+func (p *packageRun) publish() error { return p.staged.Publish(emptyTarget) }
 
 // withdraw takes back the package publish put in place
-// (partialdir.Withdraw), for a command that failed after it.
-func (p *packageRun) withdraw() error {
-	if !p.published {
-		return nil
-	}
-	err := partialdir.Withdraw(p.out, p.tmp, p.tmpInfo, p.given)
-	if _, serr := os.Lstat(p.tmp); err == nil || serr == nil {
-		// Taken back, or renamed back but not removed: the partial
-		// directory is this command's again, for discard to remove (as
-		// access.BundleTarget.Withdraw and backup.Staged.Withdraw do; a
-		// package left there holds PHI until a later run).
-		p.published = false
-	}
-	return err
-}
+// (partialdir.Staged.Withdraw; one renamed back but not removed is
+// removed by discard), for a command that failed after it.
+func (p *packageRun) withdraw() error { return p.staged.Withdraw() }
 
 // discard removes the partial directory unless it was published, and
 // releases its lock. Safe to call more than once, and before run made it.
 func (p *packageRun) discard() {
-	if p.tmp != "" && !p.published {
-		os.RemoveAll(p.tmp)
-	}
-	if p.release != nil {
-		p.release()
-		p.release = nil
+	if p.staged != nil {
+		p.staged.Discard()
 	}
 }
 
