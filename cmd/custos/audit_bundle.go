@@ -127,7 +127,7 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 	}
 	if _, err := cmd.OutOrStdout().Write(report); err != nil {
 		if werr := target.Withdraw(); werr != nil {
-			return fmt.Errorf("printing the report of bundle %s: %w; the bundle is complete, but could not be taken back (%v): remove it, or keep it and check it with 'custos audit verify --bundle'", out, err, werr)
+			return notTakenBack(bundleOutput, out, err, werr)
 		}
 		return fmt.Errorf("bundle NOT written to %s (taken back): printing its report: %w", out, err)
 	}

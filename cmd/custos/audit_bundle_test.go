@@ -54,6 +54,14 @@ func TestComplianceReportFailingLeavesNothing(t *testing.T) {
 // "1 no backup was written". The backup is now taken back, as a bundle
 // and a compliance package are.
 func TestBackupFailingLeavesNothing(t *testing.T) {
+	data := backupDataDir(t)
+	checkFailedPrintLeavesNothing(t, []string{"backup", "--data-dir", data, "--purpose", "HOPERAT"}, false)
+}
+
+// backupDataDir is anchoredDataDir(t, 4) with a catalog, which a backup
+// copies.
+func backupDataDir(t *testing.T) string {
+	t.Helper()
 	data := anchoredDataDir(t, 4)
 	st, err := store.Open(filepath.Join(data, "catalog.db"), store.Options{})
 	if err != nil {
@@ -62,7 +70,7 @@ func TestBackupFailingLeavesNothing(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	checkFailedPrintLeavesNothing(t, []string{"backup", "--data-dir", data, "--purpose", "HOPERAT"}, false)
+	return data
 }
 
 // checkFailedPrintLeavesNothing runs custos with args, --out DIR and a

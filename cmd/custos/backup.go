@@ -134,7 +134,7 @@ Example:
 			}
 			if err != nil {
 				if werr := staged.Withdraw(); werr != nil {
-					return fmt.Errorf("printing the report of backup %s: %w; the backup is complete and verified, but could not be taken back (%v)", abs, err, werr)
+					return notTakenBack(backupOutput, abs, err, werr)
 				}
 				return fmt.Errorf("backup NOT written (taken back from %s): printing its report: %w", abs, err)
 			}

@@ -201,7 +201,7 @@ Examples:
 			}
 			if _, err := cmd.OutOrStdout().Write(summary.Bytes()); err != nil {
 				if werr := p.withdraw(); werr != nil {
-					return fmt.Errorf("printing the summary of package %s: %w; the package is complete, but could not be taken back (%v)", out, err, werr)
+					return notTakenBack(packageOutput, out, err, werr)
 				}
 				return fmt.Errorf("package NOT written to %s (taken back): printing its summary: %w", out, err)
 			}
@@ -287,6 +287,39 @@ func notLink(dir string) error {
 	}
 	link, _ := os.Readlink(dir)
 	return usagef("--out %s is a symbolic link (to %s), not a directory: name the directory itself", dir, link)
+}
+
+// output is what a command with --out DIR writes there, for the errors
+// of a command that failed after putting it in place (notTakenBack).
+type output struct {
+	what     string // "backup", "bundle", "package"
+	verified bool   // the command verified it before putting it in place
+	check    string // how to check it, a format of its --out DIR
+}
+
+var (
+	backupOutput  = output{what: "backup", verified: true, check: "'custos audit verify --data-dir COPY' on a copy of %s (docs/operations.md)"}
+	bundleOutput  = output{what: "bundle", check: "'custos audit verify --bundle %s --pubkey FILE'"}
+	packageOutput = output{what: "package", check: "'custos audit verify --bundle %s/" + packageBundle + " --pubkey FILE'"}
+)
+
+// notTakenBack is the error of a command that put its output o in place
+// at out, then could not print its report (printErr), and could not take
+// the output back either (werr, from Withdraw). When it is still at out
+// (*partialdir.NotTakenBackError), the error says so: what is left and
+// where, that it is complete (and verified), that it holds copies of PHI,
+// and what to do. It names no record, only paths.
+func notTakenBack(o output, out string, printErr, werr error) error {
+	var left *partialdir.NotTakenBackError
+	if !errors.As(werr, &left) {
+		return fmt.Errorf("%s NOT written to %s: printing its report: %w; and taking it back did not complete: %v", o.what, out, printErr, werr)
+	}
+	state := "complete"
+	if o.verified {
+		state = "complete and verified"
+	}
+	return fmt.Errorf("printing the report of %s %s: %w; the %s is LEFT at %s, %s, holding copies of PHI: it could not be taken back (%v). Remove it, or keep it and check it with "+o.check,
+		o.what, out, printErr, o.what, out, state, left.Err, out)
 }
 
 // packageRun is one run of 'compliance report'.

@@ -28,7 +28,9 @@
 //     with its mode bits (GivenMode: permissions, setgid, setuid, sticky).
 //     A directory at OUT that is no longer the one published is left as it
 //     is (an error). A partial directory renamed back but not removed is
-//     the command's again: Discard removes it.
+//     the command's again: Discard removes it. One that could not be
+//     renamed back stays at OUT, whole, and Withdraw says so with a
+//     *NotTakenBackError, for the command to tell its operator.
 //   - Discard removes the partial directory unless it is published, and
 //     releases the lock; the lock is released exactly once, by the first
 //     Discard, and held until then (through Publish and Withdraw, so a

@@ -86,8 +86,8 @@ func (s *Staged) Publish(check func(string) error) error {
 // Withdraw takes back what Publish put at OUT, for a command that failed
 // after it (see the package Withdraw). When OUT was renamed back but not
 // removed, the partial directory is the command's again and Discard
-// removes it; when it was not renamed back, OUT stays published. Only
-// after Publish, once.
+// removes it; when it was not renamed back, OUT stays published and the
+// error is a *NotTakenBackError. Only after Publish, once.
 func (s *Staged) Withdraw() error {
 	if s.state != published {
 		return fmt.Errorf("partialdir: withdraw of %s, which is %s, not published", s.out, s.state)
@@ -99,8 +99,26 @@ func (s *Staged) Withdraw() error {
 	case err == nil || errors.Is(serr, os.ErrNotExist) && !s.stillAtOut():
 		s.state = gone
 	}
+	if err != nil && s.state == published {
+		return &NotTakenBackError{Out: s.out, Err: err}
+	}
 	return err
 }
+
+// NotTakenBackError is Withdraw's error when what Publish put at Out is
+// still there, whole: it could not be renamed back (Err says why). A
+// command then tells its operator that a complete output, a copy of PHI,
+// is left at Out.
+type NotTakenBackError struct {
+	Out string
+	Err error
+}
+
+func (e *NotTakenBackError) Error() string {
+	return fmt.Sprintf("partialdir: %s could not be taken back: %v", e.Out, e.Err)
+}
+
+func (e *NotTakenBackError) Unwrap() error { return e.Err }
 
 // stillAtOut reports whether OUT is still the published directory.
 func (s *Staged) stillAtOut() bool {
