@@ -349,6 +349,11 @@ Example:
 				// A damaged log's export is complete: the records as
 				// stored are the evidence, kept, and the exit is 1.
 				if perr := out.publish(); perr != nil {
+					var unconfirmed *unconfirmedError
+					if errors.As(perr, &unconfirmed) {
+						// In place, complete: no "nothing written".
+						return fmt.Errorf("exported %d records, but %w", n, errors.Join(perr, damagedExport(err, outPath, d)))
+					}
 					err = perr
 					damaged = false
 				}
