@@ -160,6 +160,23 @@ func bundleReport(out, dir string, m bundle.Manifest, asJSON bool) ([]byte, erro
 	return b.Bytes(), err
 }
 
+// takeBackFile is the error err of a command that wrote the file out and
+// then failed: a file it created is removed (a failed command leaves
+// nothing it created, as --out directories are taken back); one that
+// existed before holds what the command wrote, and err says so.
+func takeBackFile(out string, created bool, err error) error {
+	if !created {
+		return fmt.Errorf("%w; %s existed before and now holds what this command wrote: left", err, out)
+	}
+	if rerr := os.Remove(out); rerr != nil {
+		return fmt.Errorf("%w; and removing the %s it wrote failed: %v", err, out, rerr)
+	}
+	if serr := durable.SyncDir(filepath.Dir(out)); serr != nil {
+		return fmt.Errorf("%w; %s removed, but its removal is not confirmed durable: %v", err, out, serr)
+	}
+	return fmt.Errorf("%w; %s not written (removed)", err, out)
+}
+
 // checkpointSigners names the keys whose signatures the checkpoints in the
 // anchor file path carry, as a verifier file names them ("origin+hash"),
 // each once, in the order found. The signatures are not checked: the names
@@ -392,17 +409,29 @@ Examples:
 				return err
 			}
 			data := verifierFile(keys)
-			switch {
-			case out != "" && out != "-":
-				if err := durable.WriteFile(out, data, 0o644); err != nil {
-					return err
+			if out == "" || out == "-" {
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), pubkeyJSON{Origin: origin, Keys: keys})
 				}
-			case !asJSON:
 				_, err := cmd.OutOrStdout().Write(data)
 				return err
 			}
+			var summary bytes.Buffer
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), pubkeyJSON{Origin: origin, Keys: keys})
+				if err := writeJSON(&summary, pubkeyJSON{Origin: origin, Keys: keys}); err != nil {
+					return err
+				}
+			}
+			_, statErr := os.Lstat(out)
+			created := errors.Is(statErr, os.ErrNotExist)
+			if err := durable.WriteFile(out, data, 0o644); err != nil {
+				return err
+			}
+			if !asJSON {
+				return nil
+			}
+			if _, err := cmd.OutOrStdout().Write(summary.Bytes()); err != nil {
+				return takeBackFile(out, created, fmt.Errorf("printing the keys written to -o %s: %w", out, err))
 			}
 			return nil
 		},
