@@ -626,6 +626,7 @@ func verificationText(rep *report.Report) string {
 	}
 	if v.Anchors.Error != "" {
 		fmt.Fprintf(&b, "  %s\n", v.Anchors.Error)
+		fmt.Fprintf(&b, "  cause: %s: %s\n", anchorCause(v.Anchors), anchorFailure(v.Anchors.Cause, reportKeys))
 	}
 	nd := rep.Retention.NothingDeleted
 	fmt.Fprintf(&b, "retention:  %s  seqs 1..%d gapless=%v, tree size %d = head: %v, consistent with anchors: %v; period %s, oldest record %.2f days old\n\n",
@@ -634,6 +635,28 @@ func verificationText(rep *report.Report) string {
 		b.WriteString(v.Bundle.Text())
 	}
 	return b.String()
+}
+
+// reportKeys names the verifier keys a report checked the anchors with
+// (anchorFailure).
+const reportKeys = "the verifier key set (--pubkey, or derived with --dev or from Vault)"
+
+// anchorCause is a failed anchor check's cause, as audit verify --json
+// names it: none (a server older than the field) is a mismatch.
+func anchorCause(a report.AnchorCheck) string {
+	if a.Cause == "" {
+		return access.AnchorMismatch
+	}
+	return a.Cause
+}
+
+// anchorSummary is --json's "anchors": ok, and a failure's cause.
+func anchorSummary(a report.AnchorCheck) map[string]any {
+	m := map[string]any{"ok": a.OK}
+	if a.Error != "" {
+		m["cause"] = anchorCause(a)
+	}
+	return m
 }
 
 // packageSummary is --json's output.
@@ -647,6 +670,7 @@ func packageSummary(out string, rep *report.Report) map[string]any {
 		"grants": len(rep.BreakGlass.Grants), "unreviewed_grants": rep.BreakGlass.Unreviewed,
 		"patients": rep.Summary.Patients, "users": rep.Summary.Users,
 		"verified": rep.Verification.OK, "nothing_deleted": rep.Retention.NothingDeleted.OK,
+		"anchors":   anchorSummary(rep.Verification.Anchors),
 		"retention": rep.Retention.Period, "oldest_record_age_days": rep.Retention.OldestAgeDays,
 		"controls": map[string]any{"checked": rep.Controls.Checked, "passed": rep.Controls.Passed, "failed": rep.Controls.Failed, "not_checked": rep.Controls.NotChecked},
 	}
@@ -658,6 +682,9 @@ func printPackageSummary(w io.Writer, out string, rep *report.Report) {
 		verdict = "VERIFICATION FAILED"
 	}
 	fmt.Fprintf(w, "compliance package %s: %s\n", out, verdict)
+	if a := rep.Verification.Anchors; a.Error != "" {
+		fmt.Fprintf(w, "  anchors FAILED (%s): %s\n", anchorCause(a), anchorFailure(a.Cause, reportKeys))
+	}
 	fmt.Fprintf(w, "  records %d..%d (%d), %s to %s\n", rep.Period.First.Seq, rep.Period.Last.Seq, rep.Summary.Records.Count,
 		rep.Period.First.Time.Format(time.RFC3339), rep.Period.Last.Time.Format(time.RFC3339))
 	if nc := rep.Bundle.NotCovered; nc != nil {
