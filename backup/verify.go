@@ -332,13 +332,11 @@ func hashFile(path string, step *stepMeter) (int64, string, error) {
 const maxFile = 1 << 50
 
 // Staged is a backup received into a temporary directory beside its
-// destination, not yet verified or in place.
+// destination, not yet verified or in place. Its lifecycle is
+// partialdir.Staged's: call Discard always (deferred), also after Commit.
 type Staged struct {
-	dir, out string
-	unlock   func()      // releases the lock on dir (partialdir.Lock)
-	info     os.FileInfo // dir's, to know it again in Withdraw
-	given    os.FileMode // the empty out given (partialdir.GivenMode); 0: none
-	done     bool        // Commit put it in place
+	staged *partialdir.Staged
+	dir    string // the temporary directory (staged.Dir())
 	// Removed lists the partial directories of interrupted earlier backups
 	// to the same destination that Receive removed.
 	Removed []string
@@ -351,8 +349,8 @@ type Staged struct {
 // temporary directory beside out, each file fsynced. out must not exist or
 // be an empty directory (ErrExists). On failure nothing is left behind.
 // Call Commit once the stream is known complete (the transport reported
-// success), or Discard. The temporary directory is locked while this
-// process has it; the unlocked ones a killed backup to the same out left
+// success), and Discard in any case. The temporary directory is locked
+// until Discard; the unlocked ones a killed backup to the same out left
 // behind (copies of the catalog and the audit log) are removed first
 // (Staged.Removed).
 func Receive(r io.Reader, out string) (*Staged, error) {
@@ -360,8 +358,7 @@ func Receive(r io.Reader, out string) (*Staged, error) {
 	if err := CheckDest(out); err != nil {
 		return nil, err
 	}
-	given := partialdir.GivenMode(out)
-	tmp, unlock, removed, err := partialdir.New(out)
+	ps, err := partialdir.Stage(out)
 	if errors.Is(err, partialdir.ErrTaken) {
 		// Another backup to the same --out took the new directory for one
 		// left behind (its clock says it is old: a skewed file system
@@ -371,12 +368,8 @@ func Receive(r io.Reader, out string) (*Staged, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
-	s := &Staged{dir: tmp, out: out, unlock: unlock, given: given, Removed: removed}
-	if s.info, err = os.Lstat(tmp); err != nil {
-		s.Discard()
-		return nil, fmt.Errorf("backup: %w", err)
-	}
-	if err := unpack(r, tmp); err != nil {
+	s := &Staged{staged: ps, dir: ps.Dir(), Removed: ps.Removed()}
+	if err := unpack(r, s.dir); err != nil {
 		s.Discard()
 		return nil, err
 	}
@@ -401,55 +394,37 @@ func CheckDest(out string) error {
 	return nil
 }
 
-// Discard removes the staged directory.
-func (s *Staged) Discard() {
-	os.RemoveAll(s.dir)
-	s.unlock()
-	s.unlock = func() {}
-}
+// Discard removes the staged directory unless Commit put it in place (and
+// no Withdraw took it back), and releases its lock the first time. Safe
+// to call more than once.
+func (s *Staged) Discard() { s.staged.Discard() }
 
 // Commit verifies the staged backup (Verify, with verifiers if given),
 // fsyncs its directory and renames it to its destination. If it does not
 // verify, or anything fails, the staged directory is removed and nothing
 // is left at the destination; the report says what failed.
 func (s *Staged) Commit(ctx context.Context, verifiers note.Verifiers) (Report, error) {
-	ok := false
-	defer func() {
-		if !ok {
-			s.Discard()
-		}
-	}()
 	rep, err := verify(ctx, s.dir, verifiers, s.Progress)
 	if err != nil {
+		s.Discard()
 		return rep, err
 	}
-	if err := partialdir.Publish(s.dir, s.out, s.info, s.given, CheckDest); err != nil {
+	if err := s.staged.Publish(CheckDest); err != nil {
+		s.Discard()
 		if errors.Is(err, ErrExists) {
 			return rep, err
 		}
 		return rep, fmt.Errorf("backup: %w", err)
 	}
-	ok, s.done = true, true
-	s.unlock()
-	s.unlock = func() {}
 	return rep, nil
 }
 
 // Withdraw takes back the backup Commit put in place, for a command that
-// fails after it (its report could not be printed): partialdir.Withdraw
-// (renamed back, removed, an empty out given made again). Before Commit,
-// or again, it does nothing.
-func (s *Staged) Withdraw() error {
-	if !s.done {
-		return nil
-	}
-	err := partialdir.Withdraw(s.out, s.dir, s.info, s.given)
-	if _, serr := os.Lstat(s.dir); serr == nil {
-		os.RemoveAll(s.dir) // renamed back but not removed
-	}
-	s.done = false
-	return err
-}
+// fails after it (its report could not be printed):
+// partialdir.Staged.Withdraw (renamed back, removed, an empty out given
+// made again; one renamed back but not removed is removed by Discard).
+// Before Commit, or again, it is an error.
+func (s *Staged) Withdraw() error { return s.staged.Withdraw() }
 
 // unpack writes the flat regular files of a tar stream into dir, and
 // fsyncs them once the stream has ended: the server holds a read

@@ -129,7 +129,7 @@ func (s *Service) compliance(ctx context.Context, c Caller, r ComplianceRequest,
 		ac.LatestSize, ac.LatestRoot = latest.Size, latest.Root.String()
 	}
 	if err := checkpoint.CheckAgainst(ctx, v, entries, verifiers); err != nil {
-		ac.Error = err.Error()
+		ac.Error, ac.Cause = err.Error(), anchorCause(err)
 	} else {
 		ac.OK = true
 	}

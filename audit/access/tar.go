@@ -90,14 +90,11 @@ func ReadBundle(r io.Reader, dir string) error {
 // fails. Each step is a rename, so no one ever sees a bundle with a file
 // missing; a command killed at any point leaves at most a partial
 // directory, unlocked, which the next command to the same directory
-// removes (partialdir).
+// removes. The lifecycle and its rules are partialdir.Staged's.
 type BundleTarget struct {
-	dir, tmp string
-	tmpInfo  os.FileInfo // the partial directory's, to know it again in Withdraw
-	given    os.FileMode // the mode of the empty dir that existed; 0: none existed
-	release  func()      // the partial directory's lock
-	filled   bool        // Read succeeded
-	done     bool        // the partial directory is gone: put in place or removed
+	staged *partialdir.Staged
+	read   bool // Read (or unpack) was called
+	filled bool // and succeeded
 }
 
 // NewBundleTarget checks that dir does not exist or is empty, removes the
@@ -111,30 +108,24 @@ func NewBundleTarget(dir string) (*BundleTarget, error) {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	given := partialdir.GivenMode(dir)
-	tmp, release, _, err := partialdir.New(dir)
+	s, err := partialdir.Stage(dir)
 	if errors.Is(err, partialdir.ErrTaken) {
 		return nil, fmt.Errorf("access: the partial directory beside %s was taken by another command for one left behind (is the file system's clock skewed?); retry", dir)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("access: a directory for the bundle beside %s: %w", dir, err)
 	}
-	fi, err := os.Lstat(tmp)
-	if err != nil {
-		release()
-		os.RemoveAll(tmp)
-		return nil, fmt.Errorf("access: a directory for the bundle beside %s: %w", dir, err)
-	}
-	return &BundleTarget{dir: dir, tmp: tmp, tmpInfo: fi, given: given, release: release}, nil
+	return &BundleTarget{staged: s}, nil
 }
 
 // Read unpacks the bundle stream r into the partial directory (Dir), each
 // file fsynced; it does not put it in place (Publish). On failure the
 // partial directory is removed. Call it once.
 func (t *BundleTarget) Read(r io.Reader) error {
-	if t.done || t.filled {
+	if t.read {
 		return errors.New("access: bundle target already used")
 	}
+	t.read = true
 	if err := t.fill(tar.NewReader(r), ""); err != nil {
 		t.Discard()
 		return err
@@ -145,63 +136,41 @@ func (t *BundleTarget) Read(r io.Reader) error {
 
 // Dir is the partial directory the bundle is unpacked into: where to read
 // it back until Publish.
-func (t *BundleTarget) Dir() string { return t.tmp }
+func (t *BundleTarget) Dir() string { return t.staged.Dir() }
 
 // Publish renames the partial directory, which Read filled, into place
 // (replacing the empty directory that was there), fsynced. On failure
 // nothing is left: neither the partial directory nor the bundle.
 func (t *BundleTarget) Publish() error {
-	if t.done || !t.filled {
-		return errors.New("access: publish of a bundle target not filled, or already published or discarded")
+	if !t.filled {
+		return errors.New("access: publish of a bundle target not filled")
 	}
-	err := os.Chmod(t.tmp, 0o700)
-	if err == nil {
-		err = partialdir.Publish(t.tmp, t.dir, t.tmpInfo, t.given, nil)
-	}
-	if err != nil {
+	if err := os.Chmod(t.staged.Dir(), 0o700); err != nil {
 		t.Discard()
 		return err
 	}
-	t.done = true
-	return nil
+	return t.staged.Publish(nil)
 }
 
 // Withdraw takes back the bundle Publish put in place, for a command that
-// fails after it (partialdir.Withdraw: renamed back, removed, a given
-// empty directory made again). Before Publish it is Discard.
-func (t *BundleTarget) Withdraw() error {
-	if !t.done || !t.filled {
-		t.Discard()
-		return nil
-	}
-	err := partialdir.Withdraw(t.dir, t.tmp, t.tmpInfo, t.given)
-	if _, serr := os.Lstat(t.tmp); serr == nil {
-		t.done = false // renamed back but not removed: Discard does
-	}
-	t.filled = false
-	t.Discard()
-	return err
-}
+// fails after it (partialdir.Staged.Withdraw: renamed back, removed, a
+// given empty directory made again; one renamed back but not removed is
+// removed by Discard). Before Publish it is an error.
+func (t *BundleTarget) Withdraw() error { return t.staged.Withdraw() }
 
-// Discard removes the partial directory unless Publish put it in place,
-// and releases its lock. Calling it again, or after Publish, is a no-op
-// but for the lock.
-func (t *BundleTarget) Discard() {
-	if !t.done {
-		os.RemoveAll(t.tmp)
-		t.done = true
-	}
-	t.release()
-	t.release = func() {}
-}
+// Discard removes the partial directory unless Publish put it in place
+// (and no Withdraw took it back), and releases its lock the first time.
+// Safe to call more than once: a command defers it.
+func (t *BundleTarget) Discard() { t.staged.Discard() }
 
 // unpack reads the remaining entries of tr, each named prefix + a flat
 // regular file name, into the partial directory, and renames it into
 // place (see ReadBundle). On failure the partial directory is removed.
 func (t *BundleTarget) unpack(tr *tar.Reader, prefix string) error {
-	if t.done || t.filled {
+	if t.read {
 		return errors.New("access: bundle target already used")
 	}
+	t.read = true
 	defer t.Discard()
 	if err := t.fill(tr, prefix); err != nil {
 		return err
@@ -224,7 +193,7 @@ func (t *BundleTarget) fill(tr *tar.Reader, prefix string) error {
 		if !found || h.Typeflag != tar.TypeReg || name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") || h.Size < 0 || h.Size > maxBundleFile {
 			return fmt.Errorf("access: bundle stream: unexpected entry %q", h.Name)
 		}
-		if err := readFile(filepath.Join(t.tmp, name), tr, h.Size); err != nil {
+		if err := readFile(filepath.Join(t.staged.Dir(), name), tr, h.Size); err != nil {
 			return err
 		}
 		files++

@@ -349,6 +349,11 @@ Example:
 				// A damaged log's export is complete: the records as
 				// stored are the evidence, kept, and the exit is 1.
 				if perr := out.publish(); perr != nil {
+					var unconfirmed *unconfirmedError
+					if errors.As(perr, &unconfirmed) {
+						// In place, complete: no "nothing written".
+						return fmt.Errorf("exported %d records, but %w", n, errors.Join(perr, damagedExport(err, outPath, d)))
+					}
 					err = perr
 					damaged = false
 				}
@@ -436,12 +441,10 @@ func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool, pubke
 		// wrong is most likely the verifier file, not the log: after a
 		// rotation of the signing key an old file verifies no new
 		// checkpoint, and "does not match" read like a fork.
-		return problemsFound(fmt.Errorf("--pubkey %s holds no key that signed the anchored checkpoint (BROKEN anchor): the verifier file is for another signing key, "+
-			"written before the key was rotated or for another --deployment or --node; write the current one with 'custos audit pubkey --data-dir D' "+
-			"and verify again (if it is current, the checkpoint was not signed by this log's key)", pubkey))
+		return problemsFound(errors.New(anchorFailure(access.AnchorUnknownKey, "--pubkey "+pubkey)))
 	}
 	if anchorFailed {
-		return problemsFound(errors.New("audit log does not match its anchored checkpoints"))
+		return problemsFound(errors.New(anchorFailure(access.AnchorMismatch, "")))
 	}
 	if len(res.Problems) > 0 {
 		return problemsFound(fmt.Errorf("audit log verification failed: %d problem(s)", len(res.Problems)))
@@ -450,6 +453,19 @@ func printVerify(cmd *cobra.Command, res access.VerifyResult, asJSON bool, pubke
 		return errors.New("no verdict on the anchored checkpoints: they were not checked (see UNCHECKED anchor); the records verified (without --pubkey the verdict is theirs alone)")
 	}
 	return nil
+}
+
+// anchorFailure is what a failed anchor check means, by its cause
+// (access.AnchorResult.Cause, report.AnchorCheck.Cause; none is read as a
+// mismatch, see signedByNoKeyGiven): keys names the verifier keys given
+// ("--pubkey FILE"). 'audit verify' and 'compliance report' say it alike.
+func anchorFailure(cause, keys string) string {
+	if cause != access.AnchorUnknownKey {
+		return "audit log does not match its anchored checkpoints"
+	}
+	return keys + " holds no key that signed the anchored checkpoint (BROKEN anchor): the verifier file is for another signing key, " +
+		"written before the key was rotated or for another --deployment or --node; write the current one with 'custos audit pubkey --data-dir D' " +
+		"and verify again (if it is current, the checkpoint was not signed by this log's key)"
 }
 
 // signedByNoKeyGiven reports whether the anchor check failed because the

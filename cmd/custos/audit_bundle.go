@@ -127,7 +127,7 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 	}
 	if _, err := cmd.OutOrStdout().Write(report); err != nil {
 		if werr := target.Withdraw(); werr != nil {
-			return fmt.Errorf("printing the report of bundle %s: %w; the bundle is complete, but could not be taken back (%v): remove it, or keep it and check it with 'custos audit verify --bundle'", out, err, werr)
+			return notTakenBack(bundleOutput, out, err, werr)
 		}
 		return fmt.Errorf("bundle NOT written to %s (taken back): printing its report: %w", out, err)
 	}
@@ -158,6 +158,23 @@ func bundleReport(out, dir string, m bundle.Manifest, asJSON bool) ([]byte, erro
 		SignedBy []string `json:"signed_by"`
 	}{out, fmt.Sprintf("sha256:%x", sha256.Sum256(raw)), m, signers})
 	return b.Bytes(), err
+}
+
+// takeBackFile is the error err of a command that wrote the file out and
+// then failed: a file it created is removed (a failed command leaves
+// nothing it created, as --out directories are taken back); one that
+// existed before holds what the command wrote, and err says so.
+func takeBackFile(out string, created bool, err error) error {
+	if !created {
+		return fmt.Errorf("%w; %s existed before and now holds what this command wrote: left", err, out)
+	}
+	if rerr := os.Remove(out); rerr != nil {
+		return fmt.Errorf("%w; and removing the %s it wrote failed: %v", err, out, rerr)
+	}
+	if serr := durable.SyncDir(filepath.Dir(out)); serr != nil {
+		return fmt.Errorf("%w; %s removed, but its removal is not confirmed durable: %v", err, out, serr)
+	}
+	return fmt.Errorf("%w; %s not written (removed)", err, out)
 }
 
 // checkpointSigners names the keys whose signatures the checkpoints in the
@@ -392,17 +409,29 @@ Examples:
 				return err
 			}
 			data := verifierFile(keys)
-			switch {
-			case out != "" && out != "-":
-				if err := durable.WriteFile(out, data, 0o644); err != nil {
-					return err
+			if out == "" || out == "-" {
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), pubkeyJSON{Origin: origin, Keys: keys})
 				}
-			case !asJSON:
 				_, err := cmd.OutOrStdout().Write(data)
 				return err
 			}
+			var summary bytes.Buffer
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), pubkeyJSON{Origin: origin, Keys: keys})
+				if err := writeJSON(&summary, pubkeyJSON{Origin: origin, Keys: keys}); err != nil {
+					return err
+				}
+			}
+			_, statErr := os.Lstat(out)
+			created := errors.Is(statErr, os.ErrNotExist)
+			if err := durable.WriteFile(out, data, 0o644); err != nil {
+				return err
+			}
+			if !asJSON {
+				return nil
+			}
+			if _, err := cmd.OutOrStdout().Write(summary.Bytes()); err != nil {
+				return takeBackFile(out, created, fmt.Errorf("printing the keys written to -o %s: %w", out, err))
 			}
 			return nil
 		},

@@ -54,6 +54,14 @@ func TestComplianceReportFailingLeavesNothing(t *testing.T) {
 // "1 no backup was written". The backup is now taken back, as a bundle
 // and a compliance package are.
 func TestBackupFailingLeavesNothing(t *testing.T) {
+	data := backupDataDir(t)
+	checkFailedPrintLeavesNothing(t, []string{"backup", "--data-dir", data, "--purpose", "HOPERAT"}, false)
+}
+
+// backupDataDir is anchoredDataDir(t, 4) with a catalog, which a backup
+// copies.
+func backupDataDir(t *testing.T) string {
+	t.Helper()
 	data := anchoredDataDir(t, 4)
 	st, err := store.Open(filepath.Join(data, "catalog.db"), store.Options{})
 	if err != nil {
@@ -62,7 +70,7 @@ func TestBackupFailingLeavesNothing(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	checkFailedPrintLeavesNothing(t, []string{"backup", "--data-dir", data, "--purpose", "HOPERAT"}, false)
+	return data
 }
 
 // checkFailedPrintLeavesNothing runs custos with args, --out DIR and a
@@ -191,6 +199,41 @@ func TestOutSymlinkRefusedBeforeTheAccess(t *testing.T) {
 					t.Errorf("%s --out a link: its target holds %d entries (%v)", args[:2], len(es), err)
 				}
 			}
+		}
+	}
+}
+
+// TestAuditPubkeyFailingLeavesNoFile: 'audit pubkey -o FILE --json'
+// wrote FILE, then printed its JSON: a JSON that could not be written (a
+// closed pipe) exited 1 with FILE left behind. A FILE it created is now
+// removed, as a failed command's --out directory is taken back; a FILE
+// that existed before is left (holding the keys written), and the error
+// says which.
+func TestAuditPubkeyFailingLeavesNoFile(t *testing.T) {
+	data := anchoredDataDir(t, 4)
+	for _, existed := range []bool{false, true} {
+		dir := t.TempDir()
+		f := filepath.Join(dir, "custos.vkeys")
+		if existed {
+			if err := os.WriteFile(f, []byte("older keys\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var stderr bytes.Buffer
+		code := run([]string{"audit", "pubkey", "--data-dir", data, "--dev", "-o", f, "--json"}, failingWriter{}, &stderr)
+		if code != 1 || !strings.Contains(stderr.String(), "broken pipe") {
+			t.Errorf("existed=%v: exit %d, want 1 naming the failed write:\n%s", existed, code, stderr.String())
+		}
+		_, err := os.Stat(f)
+		switch {
+		case !existed && !errors.Is(err, os.ErrNotExist):
+			t.Errorf("the failed command left the -o file it created (%v):\n%s", err, stderr.String())
+		case !existed && !strings.Contains(stderr.String(), f+" not written (removed)"):
+			t.Errorf("the error does not say the file was removed:\n%s", stderr.String())
+		case existed && err != nil:
+			t.Errorf("the failed command removed the -o file that existed before: %v", err)
+		case existed && !strings.Contains(stderr.String(), f+" existed before"):
+			t.Errorf("the error does not say the file that existed is left:\n%s", stderr.String())
 		}
 	}
 }

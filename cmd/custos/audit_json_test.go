@@ -206,6 +206,21 @@ func auditHead(t *testing.T, dir string) uint64 {
 	return head
 }
 
+// rotatedDataDir is an anchored data directory whose dev signing key was
+// rotated: old is a verifier file of the key before, and a new key signed
+// the latest checkpoint.
+func rotatedDataDir(t *testing.T) (data, old string) {
+	t.Helper()
+	data = anchoredDataDir(t, 3)
+	old = devVerifierFile(t, data)
+	if err := os.Remove(filepath.Join(data, secrets.DevKeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	appendRecords(t, data, 2)
+	anchorDevCheckpoint(t, data)
+	return data, old
+}
+
 // TestVerifyWithAnOldVerifierFileNamesTheKey: after the checkpoint signing
 // key is rotated, a verifier file written before the rotation verifies no
 // new checkpoint. audit verify --pubkey still fails (exit 1: nothing
@@ -215,14 +230,7 @@ func auditHead(t *testing.T, dir string) uint64 {
 // checkpoints", which reads like a fork or tampering. A log that does not
 // match a checkpoint signed by a key in the file still says that.
 func TestVerifyWithAnOldVerifierFileNamesTheKey(t *testing.T) {
-	data := anchoredDataDir(t, 3)
-	old := devVerifierFile(t, data)
-	// The rotation: a new signing key signs the next checkpoint.
-	if err := os.Remove(filepath.Join(data, secrets.DevKeyFile)); err != nil {
-		t.Fatal(err)
-	}
-	appendRecords(t, data, 2)
-	anchorDevCheckpoint(t, data)
+	data, old := rotatedDataDir(t)
 
 	code, stdout, stderr := runCLI("audit", "verify", "--data-dir", data, "--pubkey", old)
 	if code != 1 || !strings.Contains(stdout, "BROKEN anchor: ") {

@@ -106,6 +106,7 @@ Example:
 				}
 				return fmt.Errorf("backup NOT written: %w", err)
 			}
+			defer staged.Discard()
 			for _, p := range staged.Removed {
 				fmt.Fprintf(cmd.ErrOrStderr(), "removed %s, left by an interrupted backup to the same --out\n", p)
 			}
@@ -133,7 +134,7 @@ Example:
 			}
 			if err != nil {
 				if werr := staged.Withdraw(); werr != nil {
-					return fmt.Errorf("printing the report of backup %s: %w; the backup is complete and verified, but could not be taken back (%v)", abs, err, werr)
+					return notTakenBack(backupOutput, abs, err, werr)
 				}
 				return fmt.Errorf("backup NOT written (taken back from %s): printing its report: %w", abs, err)
 			}

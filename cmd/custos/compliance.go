@@ -201,7 +201,7 @@ Examples:
 			}
 			if _, err := cmd.OutOrStdout().Write(summary.Bytes()); err != nil {
 				if werr := p.withdraw(); werr != nil {
-					return fmt.Errorf("printing the summary of package %s: %w; the package is complete, but could not be taken back (%v)", out, err, werr)
+					return notTakenBack(packageOutput, out, err, werr)
 				}
 				return fmt.Errorf("package NOT written to %s (taken back): printing its summary: %w", out, err)
 			}
@@ -289,6 +289,39 @@ func notLink(dir string) error {
 	return usagef("--out %s is a symbolic link (to %s), not a directory: name the directory itself", dir, link)
 }
 
+// output is what a command with --out DIR writes there, for the errors
+// of a command that failed after putting it in place (notTakenBack).
+type output struct {
+	what     string // "backup", "bundle", "package"
+	verified bool   // the command verified it before putting it in place
+	check    string // how to check it, a format of its --out DIR
+}
+
+var (
+	backupOutput  = output{what: "backup", verified: true, check: "'custos audit verify --data-dir COPY' on a copy of %s (docs/operations.md)"}
+	bundleOutput  = output{what: "bundle", check: "'custos audit verify --bundle %s --pubkey FILE'"}
+	packageOutput = output{what: "package", check: "'custos audit verify --bundle %s/" + packageBundle + " --pubkey FILE'"}
+)
+
+// notTakenBack is the error of a command that put its output o in place
+// at out, then could not print its report (printErr), and could not take
+// the output back either (werr, from Withdraw). When it is still at out
+// (*partialdir.NotTakenBackError), the error says so: what is left and
+// where, that it is complete (and verified), that it holds copies of PHI,
+// and what to do. It names no record, only paths.
+func notTakenBack(o output, out string, printErr, werr error) error {
+	var left *partialdir.NotTakenBackError
+	if !errors.As(werr, &left) {
+		return fmt.Errorf("%s NOT written to %s: printing its report: %w; and taking it back did not complete: %v", o.what, out, printErr, werr)
+	}
+	state := "complete"
+	if o.verified {
+		state = "complete and verified"
+	}
+	return fmt.Errorf("printing the report of %s %s: %w; the %s is LEFT at %s, %s, holding copies of PHI: it could not be taken back (%v). Remove it, or keep it and check it with "+o.check,
+		o.what, out, printErr, o.what, out, state, left.Err, out)
+}
+
 // packageRun is one run of 'compliance report'.
 type packageRun struct {
 	cmd                    *cobra.Command
@@ -304,13 +337,8 @@ type packageRun struct {
 	vf                     *vaultFlags
 
 	// The package's partial directory (run makes it; publish, withdraw
-	// and discard), its FileInfo, the mode of the empty --out given (0:
-	// none) and its lock's release.
-	tmp       string
-	tmpInfo   os.FileInfo
-	given     os.FileMode
-	release   func()
-	published bool
+	// and discard).
+	staged *partialdir.Staged
 }
 
 func (p *packageRun) step(format string, args ...any) {
@@ -371,18 +399,12 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 	// runs): a killed report's, which holds copies of records, is removed
 	// by the next report to the same --out, as a killed export's or
 	// backup's is.
-	given := partialdir.GivenMode(p.out)
-	tmp, release, _, err := partialdir.New(p.out)
+	staged, err := partialdir.Stage(p.out)
 	if err != nil {
 		return nil, fmt.Errorf("--out %s: %w", p.out, err)
 	}
-	info, err := os.Lstat(tmp)
-	if err != nil {
-		release()
-		os.RemoveAll(tmp)
-		return nil, fmt.Errorf("--out %s: %w", p.out, err)
-	}
-	p.tmp, p.tmpInfo, p.given, p.release = tmp, info, given, release
+	p.staged = staged
+	tmp := staged.Dir()
 	bdir := filepath.Join(tmp, packageBundle)
 	p.step("verifying the audit log and its %d anchored checkpoints, scanning it for retention, writing the export bundle", len(entries))
 	var res access.ComplianceResult
@@ -458,40 +480,18 @@ func (p *packageRun) run(ctx context.Context) (*report.Report, error) {
 // publish puts the package that run wrote in place: an empty --out is
 // replaced, a non-empty one refused. On failure nothing is left (a
 // rename done, its parent's fsync failed: taken back).
-func (p *packageRun) publish() error {
-	if err := partialdir.Publish(p.tmp, p.out, p.tmpInfo, p.given, emptyTarget); err != nil {
-		return err
-	}
-	p.published = true
-	return nil
-}
+func (p *packageRun) publish() error { return p.staged.Publish(emptyTarget) }
 
 // withdraw takes back the package publish put in place
-// (partialdir.Withdraw), for a command that failed after it.
-func (p *packageRun) withdraw() error {
-	if !p.published {
-		return nil
-	}
-	err := partialdir.Withdraw(p.out, p.tmp, p.tmpInfo, p.given)
-	if _, serr := os.Lstat(p.tmp); err == nil || serr == nil {
-		// Taken back, or renamed back but not removed: the partial
-		// directory is this command's again, for discard to remove (as
-		// access.BundleTarget.Withdraw and backup.Staged.Withdraw do; a
-		// package left there holds PHI until a later run).
-		p.published = false
-	}
-	return err
-}
+// (partialdir.Staged.Withdraw; one renamed back but not removed is
+// removed by discard), for a command that failed after it.
+func (p *packageRun) withdraw() error { return p.staged.Withdraw() }
 
 // discard removes the partial directory unless it was published, and
 // releases its lock. Safe to call more than once, and before run made it.
 func (p *packageRun) discard() {
-	if p.tmp != "" && !p.published {
-		os.RemoveAll(p.tmp)
-	}
-	if p.release != nil {
-		p.release()
-		p.release = nil
+	if p.staged != nil {
+		p.staged.Discard()
 	}
 }
 
@@ -626,6 +626,7 @@ func verificationText(rep *report.Report) string {
 	}
 	if v.Anchors.Error != "" {
 		fmt.Fprintf(&b, "  %s\n", v.Anchors.Error)
+		fmt.Fprintf(&b, "  cause: %s: %s\n", anchorCause(v.Anchors), anchorFailure(v.Anchors.Cause, reportKeys))
 	}
 	nd := rep.Retention.NothingDeleted
 	fmt.Fprintf(&b, "retention:  %s  seqs 1..%d gapless=%v, tree size %d = head: %v, consistent with anchors: %v; period %s, oldest record %.2f days old\n\n",
@@ -634,6 +635,28 @@ func verificationText(rep *report.Report) string {
 		b.WriteString(v.Bundle.Text())
 	}
 	return b.String()
+}
+
+// reportKeys names the verifier keys a report checked the anchors with
+// (anchorFailure).
+const reportKeys = "the verifier key set (--pubkey, or derived with --dev or from Vault)"
+
+// anchorCause is a failed anchor check's cause, as audit verify --json
+// names it: none (a server older than the field) is a mismatch.
+func anchorCause(a report.AnchorCheck) string {
+	if a.Cause == "" {
+		return access.AnchorMismatch
+	}
+	return a.Cause
+}
+
+// anchorSummary is --json's "anchors": ok, and a failure's cause.
+func anchorSummary(a report.AnchorCheck) map[string]any {
+	m := map[string]any{"ok": a.OK}
+	if a.Error != "" {
+		m["cause"] = anchorCause(a)
+	}
+	return m
 }
 
 // packageSummary is --json's output.
@@ -647,6 +670,7 @@ func packageSummary(out string, rep *report.Report) map[string]any {
 		"grants": len(rep.BreakGlass.Grants), "unreviewed_grants": rep.BreakGlass.Unreviewed,
 		"patients": rep.Summary.Patients, "users": rep.Summary.Users,
 		"verified": rep.Verification.OK, "nothing_deleted": rep.Retention.NothingDeleted.OK,
+		"anchors":   anchorSummary(rep.Verification.Anchors),
 		"retention": rep.Retention.Period, "oldest_record_age_days": rep.Retention.OldestAgeDays,
 		"controls": map[string]any{"checked": rep.Controls.Checked, "passed": rep.Controls.Passed, "failed": rep.Controls.Failed, "not_checked": rep.Controls.NotChecked},
 	}
@@ -658,6 +682,9 @@ func printPackageSummary(w io.Writer, out string, rep *report.Report) {
 		verdict = "VERIFICATION FAILED"
 	}
 	fmt.Fprintf(w, "compliance package %s: %s\n", out, verdict)
+	if a := rep.Verification.Anchors; a.Error != "" {
+		fmt.Fprintf(w, "  anchors FAILED (%s): %s\n", anchorCause(a), anchorFailure(a.Cause, reportKeys))
+	}
 	fmt.Fprintf(w, "  records %d..%d (%d), %s to %s\n", rep.Period.First.Seq, rep.Period.Last.Seq, rep.Summary.Records.Count,
 		rep.Period.First.Time.Format(time.RFC3339), rep.Period.Last.Time.Format(time.RFC3339))
 	if nc := rep.Bundle.NotCovered; nc != nil {

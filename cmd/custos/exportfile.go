@@ -43,7 +43,9 @@ func createExportFile(path string) (*exportFile, error) {
 }
 
 // publish makes the complete file durable under its name, replacing what
-// was there (mode 0600).
+// was there (mode 0600). When the file was renamed into place but the
+// fsync of its directory failed, the error is an *unconfirmedError: the
+// file is there, complete, but its name may not survive a crash.
 func (e *exportFile) publish() error {
 	err := e.Sync()
 	if err == nil {
@@ -71,13 +73,35 @@ func (e *exportFile) publish() error {
 		e.discard()
 		return err
 	}
-	d, err := os.Open(e.dir)
+	if err := syncDir(e.dir); err != nil {
+		return &unconfirmedError{path: e.path, dir: e.dir, err: err}
+	}
+	return nil
+}
+
+// syncDir fsyncs directory dir.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	return d.Sync()
 }
+
+// unconfirmedError is publish's error when the complete file is in place
+// under its name but the fsync of its directory, which makes the name
+// durable, failed.
+type unconfirmedError struct {
+	path, dir string
+	err       error
+}
+
+func (e *unconfirmedError) Error() string {
+	return fmt.Sprintf("%s is written, complete, under its name, but that name is not confirmed durable: syncing its directory %s failed: %v; a system crash before the directory reaches the disk may leave no %s, or the file it replaced: check it after a crash, or export again", e.path, e.dir, e.err, filepath.Base(e.path))
+}
+
+func (e *unconfirmedError) Unwrap() error { return e.err }
 
 // discard removes what an unpublished file left (nothing for an anonymous
 // one).

@@ -339,7 +339,15 @@ type AnchorCheck struct {
 	// with what it held: an auditor checks each anchor apart.
 	Files []AnchorFile `json:"files"`
 	Error string       `json:"error,omitempty"`
-	OK    bool         `json:"ok"`
+	// Cause says why the check failed, named as 'custos audit verify'
+	// names it (access.AnchorResult.Cause), whenever Error is set:
+	// "unknown_key", the latest anchored checkpoint carries no signature
+	// by a verifier key given (keys of another signing key version or
+	// origin: nothing vouches for the log, but the log may be intact), or
+	// "mismatch", any other failure (the log does not match a checkpoint:
+	// a fork, a rollback; a signature that does not verify).
+	Cause string `json:"cause,omitempty"`
+	OK    bool   `json:"ok"`
 }
 
 // AnchorFile is one anchor file (checkpoints.jsonl) the log was checked

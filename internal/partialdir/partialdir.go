@@ -1,13 +1,3 @@
-// Package partialdir makes the hidden directory a command receives a copy
-// of PHI into (a backup, an audit bundle) beside its destination OUT:
-// .OUT.partial-*, locked by the receiving process until it removed it or
-// renamed it into place. One a killed process (kill -9, power loss) left
-// behind is unlocked, and the next command to the same OUT removes it.
-// backup, audit/access and compliance report share it, so their partial
-// directories follow one convention. Publish renames a complete one into
-// place; a command that published its directory and then failed (its
-// report could not be printed) takes it back with Withdraw, so that a
-// failed command leaves nothing at OUT.
 package partialdir
 
 import (
@@ -149,11 +139,15 @@ func Withdraw(out, partial string, published os.FileInfo, given os.FileMode) err
 	if err := os.Rename(out, partial); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(partial); err != nil {
+	if err := removeAll(partial); err != nil {
 		return err
 	}
 	return Remake(out, given)
 }
+
+// removeAll is os.RemoveAll; partialdir's own tests replace it to reach
+// the branch where Withdraw renamed out back but could not remove it.
+var removeAll = os.RemoveAll
 
 // Remake makes out again, the empty directory of mode given (GivenMode)
 // that publishing removed, unless given is 0 or out exists, and syncs its

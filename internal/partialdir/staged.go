@@ -1,0 +1,142 @@
+package partialdir
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// state is where a Staged's partial directory is.
+type state int
+
+const (
+	staging   state = iota // the partial directory exists, this command's
+	published              // renamed to OUT
+	gone                   // removed (Discard, a failed Publish, Withdraw)
+)
+
+func (s state) String() string {
+	return [...]string{"staging", "published", "gone"}[s]
+}
+
+// Staged is the partial directory of one OUT through its lifecycle (see
+// the package documentation): Stage makes it, the command fills Dir,
+// Publish puts it in place, Withdraw takes it back, Discard (deferred)
+// removes what is still the command's and releases the lock. It is not
+// safe for concurrent use.
+type Staged struct {
+	out, dir string
+	info     os.FileInfo // dir's, to know it again at OUT (Withdraw)
+	given    os.FileMode // the empty OUT given (GivenMode); 0: none
+	release  func()      // the lock's; nil once released
+	removed  []string
+	state    state
+}
+
+// Stage makes and locks a new partial directory of out (New), after
+// removing those a killed command left behind, and notes the mode of the
+// empty out given, if any (GivenMode). The caller checks out first (that
+// it is missing or empty, not a link). An error wraps ErrTaken when
+// another process took the new directory for one left behind.
+func Stage(out string) (*Staged, error) {
+	out = filepath.Clean(out)
+	given := GivenMode(out)
+	dir, release, removed, err := New(out)
+	if err != nil {
+		return nil, err
+	}
+	info, err := os.Lstat(dir)
+	if err != nil {
+		release()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &Staged{out: out, dir: dir, info: info, given: given, release: release, removed: removed}, nil
+}
+
+// Dir is the partial directory: where the command writes, and reads back
+// what it reports, until Publish.
+func (s *Staged) Dir() string { return s.dir }
+
+// Removed lists the partial directories left behind by killed commands
+// that Stage removed.
+func (s *Staged) Removed() []string { return s.removed }
+
+// Publish renames the partial directory, complete, to OUT (see the
+// package Publish; check, if not nil, is called on OUT first). On failure
+// nothing is left of it, and the error says why. Only once, before
+// Discard.
+func (s *Staged) Publish(check func(string) error) error {
+	switch {
+	case s.release == nil:
+		return fmt.Errorf("partialdir: publish of %s after Discard", s.out)
+	case s.state != staging:
+		return fmt.Errorf("partialdir: publish of %s, which is %s", s.out, s.state)
+	}
+	if err := Publish(s.dir, s.out, s.info, s.given, check); err != nil {
+		os.RemoveAll(s.dir) // not renamed: the caller's to remove, so ours
+		s.state = gone
+		return err
+	}
+	s.state = published
+	return nil
+}
+
+// Withdraw takes back what Publish put at OUT, for a command that failed
+// after it (see the package Withdraw). When OUT was renamed back but not
+// removed, the partial directory is the command's again and Discard
+// removes it; when it was not renamed back, OUT stays published and the
+// error is a *NotTakenBackError. Only after Publish, once.
+func (s *Staged) Withdraw() error {
+	if s.state != published {
+		return fmt.Errorf("partialdir: withdraw of %s, which is %s, not published", s.out, s.state)
+	}
+	err := Withdraw(s.out, s.dir, s.info, s.given)
+	switch _, serr := os.Lstat(s.dir); {
+	case serr == nil:
+		s.state = staging // renamed back, not removed
+	case err == nil || errors.Is(serr, os.ErrNotExist) && !s.stillAtOut():
+		s.state = gone
+	}
+	if err != nil && s.state == published {
+		return &NotTakenBackError{Out: s.out, Err: err}
+	}
+	return err
+}
+
+// NotTakenBackError is Withdraw's error when what Publish put at Out is
+// still there, whole: it could not be renamed back (Err says why). A
+// command then tells its operator that a complete output, a copy of PHI,
+// is left at Out.
+type NotTakenBackError struct {
+	Out string
+	Err error
+}
+
+func (e *NotTakenBackError) Error() string {
+	return fmt.Sprintf("partialdir: %s could not be taken back: %v", e.Out, e.Err)
+}
+
+func (e *NotTakenBackError) Unwrap() error { return e.Err }
+
+// stillAtOut reports whether OUT is still the published directory.
+func (s *Staged) stillAtOut() bool {
+	fi, err := os.Lstat(s.out)
+	return err == nil && os.SameFile(fi, s.info)
+}
+
+// Discard removes the partial directory unless it is published (or gone),
+// and releases the lock the first time. Safe to call more than once, and
+// after any other call.
+func (s *Staged) Discard() {
+	if s.state == staging {
+		if os.RemoveAll(s.dir) == nil {
+			s.state = gone
+		}
+	}
+	if s.release != nil {
+		s.release()
+		s.release = nil
+	}
+}
