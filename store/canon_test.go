@@ -385,58 +385,47 @@ func TestFreshImportSkipsKeepStoredAlike(t *testing.T) {
 		}
 	}
 	n := testNamer(t, "gh")
-	for _, batch := range []int{1, 96} {
-		for _, encrypted := range []bool{false, true} {
-			t.Run(fmt.Sprintf("batch=%d,encrypted=%v", batch, encrypted), func(t *testing.T) {
-				run := func(skip bool) (ImportReport, map[string]string) {
-					t.Helper()
-					defer func(old bool) { keepStoredSkipsFresh = old }(keepStoredSkipsFresh)
-					keepStoredSkipsFresh = skip
-					var dk DataKeys
-					if encrypted {
-						dk = newFakeKeys(testKEK)
-					}
-					path := filepath.Join(t.TempDir(), "catalog.db")
-					rep, err := ImportEntriesStaged(context.Background(), path, entries(input()...), EntryOptions{Namer: n, BatchEntries: batch}, Options{Timeout: time.Second, DataKeys: dk})
+	eachFastAndPlain(t, &keepStoredSkipsFresh, input, EntryOptions{Namer: n},
+		func(t *testing.T, encrypted bool, fastRep, plainRep ImportReport, fastPath, plainPath string) {
+			records := func(path string) map[string]string {
+				t.Helper()
+				var dk DataKeys
+				if encrypted {
+					dk = newFakeKeys(testKEK)
+				}
+				s, err := Open(path, Options{Timeout: time.Second, DataKeys: dk})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				recs := map[string]string{}
+				rs, err := s.Page("", 1000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range rs {
+					b, err := json.Marshal(r)
 					if err != nil {
 						t.Fatal(err)
 					}
-					s, err := Open(path, Options{Timeout: time.Second, DataKeys: dk})
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer s.Close()
-					recs := map[string]string{}
-					rs, err := s.Page("", 1000)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, r := range rs {
-						b, err := json.Marshal(r)
-						if err != nil {
-							t.Fatal(err)
-						}
-						recs[r.URI] = string(b)
-					}
-					return rep, recs
+					recs[r.URI] = string(b)
 				}
-				fastRep, fast := run(true)
-				plainRep, plain := run(false)
-				if fastRep != plainRep {
-					t.Errorf("report skipping keepStored %+v, with it %+v", fastRep, plainRep)
+				return recs
+			}
+			fast, plain := records(fastPath), records(plainPath)
+			if fastRep != plainRep {
+				t.Errorf("report skipping keepStored %+v, with it %+v", fastRep, plainRep)
+			}
+			if fastRep.Repeated != 1 || len(fast) == 0 {
+				t.Errorf("report %+v, %d records: want the twin repeated once", fastRep, len(fast))
+			}
+			for uri, r := range plain {
+				if fast[uri] != r {
+					t.Errorf("%s: skipping keepStored %s, with it %s", uri, fast[uri], r)
 				}
-				if fastRep.Repeated != 1 || len(fast) == 0 {
-					t.Errorf("report %+v, %d records: want the twin repeated once", fastRep, len(fast))
-				}
-				for uri, r := range plain {
-					if fast[uri] != r {
-						t.Errorf("%s: skipping keepStored %s, with it %s", uri, fast[uri], r)
-					}
-				}
-				if len(fast) != len(plain) {
-					t.Errorf("%d records skipping keepStored, %d with it", len(fast), len(plain))
-				}
-			})
-		}
-	}
+			}
+			if len(fast) != len(plain) {
+				t.Errorf("%d records skipping keepStored, %d with it", len(fast), len(plain))
+			}
+		})
 }

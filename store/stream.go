@@ -336,6 +336,14 @@ type entryImport struct {
 	// of a batch has a live version and keepStored has nothing to compare
 	// (it would look every entry up: a tenth of a first import's CPU).
 	fresh bool
+	// blank is set by begin when the catalog holds no version, no id
+	// entry and no carried pair: it never held a resource. Until the
+	// import ends every version, id entry and carried pair is then this
+	// import's, and dropRepeats removes every entry an earlier batch
+	// wrote, so write's lookups of an entry's earlier URI, its last
+	// version and what it carried before find nothing, and write skips
+	// them (each would fault in a random page of a large bucket).
+	blank bool
 }
 
 // bucketImportSeen is a streaming import's scratch bucket: keyed id ->
@@ -570,6 +578,7 @@ func (imp *entryImport) begin() error {
 		} else if k, _ := b.Cursor().First(); k == nil {
 			imp.fresh = true
 		}
+		imp.blank = imp.fresh && emptyBuckets(tx, bucketVersions, bucketIDs, bucketCarried)
 		meta := tx.Bucket(bucketMeta)
 		switch got := meta.Get(metaIDKeyKey); {
 		case got == nil:
@@ -938,6 +947,23 @@ func (imp *entryImport) keepStored(ctx context.Context) error {
 	return nil
 }
 
+// emptyBuckets reports whether every bucket of names is absent or holds
+// no key.
+func emptyBuckets(tx *bolt.Tx, names ...[]byte) bool {
+	for _, name := range names {
+		if b := tx.Bucket(name); b != nil {
+			if k, _ := b.Cursor().First(); k != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// writeSkipsBlank lets a test run write's lookups in a blank import too
+// (TestBlankImportSkipsLookupsAlike: the same catalog).
+var writeSkipsBlank = true
+
 // keepStoredSkipsFresh lets a test run keepStored's lookups in a fresh
 // import too (TestFreshImportSkipsKeepStoredAlike: the same catalog).
 var keepStoredSkipsFresh = true
@@ -1121,7 +1147,16 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 		// source's is refused as at its own URI (below), which this
 		// retirement skipped (until 2026-12-06 a second source moved the
 		// first's resource into another patient's compartment).
-		if old := ids.Get(rec.id[:]); old != nil && string(old) != rec.res.URI {
+		// In a blank import (entryImport.blank) nothing has an earlier
+		// version, an id entry or carried attachments but what this import
+		// wrote, and dropRepeats removed every entry an earlier batch
+		// wrote: the lookups below would find nothing.
+		skip := imp.blank && writeSkipsBlank
+		var old []byte
+		if !skip {
+			old = ids.Get(rec.id[:])
+		}
+		if old != nil && string(old) != rec.res.URI {
 			if prev, live, err := lastVersion(res, vers, string(old)); err != nil {
 				return err
 			} else if live && otherSource(prev.Source, imp.opts.Source) {
@@ -1145,12 +1180,19 @@ func (imp *entryImport) write(tx *bolt.Tx, blobValue func(int) []byte, now time.
 			if err := carried.Put(append(rec.carrier[:], rec.id[:]...), nil); err != nil {
 				return fmt.Errorf("store: put carried: %w", err)
 			}
+		} else if skip {
+			// What rec carries was lifted by this import: retireUncarried
+			// would retire nothing of it.
 		} else if err := noteCarrier(rec.id); err != nil {
 			return err
 		}
-		prev, live, err := lastVersion(res, vers, rec.res.URI)
-		if err != nil {
-			return err
+		var prev *Resource
+		var live bool
+		if !skip {
+			var err error
+			if prev, live, err = lastVersion(res, vers, rec.res.URI); err != nil {
+				return err
+			}
 		}
 		if live && otherSource(prev.Source, imp.opts.Source) {
 			return &EntryError{Where: rec.occ.where, Reason: heldByAnotherSource}
