@@ -318,7 +318,8 @@ type fhirImporter struct {
 }
 
 // Import imports the staged manifest with ImportFHIR, and says which
-// deletions retired a resource and which named none the catalog held.
+// deletions retired a resource, which named none the catalog held, and
+// which Bundle entries the reader left out on purpose.
 func (f fhirImporter) Import(ctx context.Context, manifest string, full bool) (fhirsync.Imported, error) {
 	o := f.o
 	o.Full = full
@@ -326,7 +327,7 @@ func (f fhirImporter) Import(ctx context.Context, manifest string, full bool) (f
 	if err != nil {
 		return fhirsync.Imported{}, err
 	}
-	return fhirsync.Imported{Deleted: rep.Deleted, DeletesIgnored: rep.DeletedAbsent}, nil
+	return fhirsync.Imported{Deleted: rep.Deleted, DeletesIgnored: rep.DeletedAbsent, Skipped: rep.Skipped}, nil
 }
 
 // LiveBinaries is fhirsync.BinaryCatalog over the catalog file: which of

@@ -150,7 +150,8 @@ func (a *App) startSync() {
 				res, err = s.Run(sctx)
 				if err == nil {
 					a.log.Info("scheduled FHIR sync", "base", s.Base(), "mode", res.Mode, "full", res.Full,
-						"resources", res.Resources, "deleted", res.Deleted, "deletes_ignored", res.DeletesIgnored, "duration", res.Duration)
+						"resources", res.Resources, "deleted", res.Deleted, "deletes_ignored", res.DeletesIgnored,
+						"read_requests_skipped", res.Skipped.Reads, "search_outcomes_skipped", res.Skipped.Outcomes, "duration", res.Duration)
 				}
 			}
 			if err != nil && sctx.Err() == nil {

@@ -40,6 +40,9 @@ type Imported struct {
 	// DeletesIgnored: deletions of resources the catalog did not hold
 	// (never imported, or retired already): nothing changed for them.
 	DeletesIgnored int
+	// Skipped: the entries of the staged Bundles the import left out on
+	// purpose (fhirin.Options.Skipped); they count in Result.Skipped.
+	Skipped fhirin.Skipped
 }
 
 // BinaryCatalog may be implemented by an Importer that can tell which

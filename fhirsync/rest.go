@@ -137,6 +137,9 @@ func (s *searchPass) run(ctx context.Context, u *url.URL) (int, error) {
 					// is not the whole result (a full sync would retire the rest).
 					return 0, fmt.Errorf("%w: GET %s: entry %d is an OperationOutcome with an error (code %q): the search did not complete", ErrServer, where(u), i, code)
 				}
+				if s.pass == 0 {
+					s.st.outcomes++ // counted once: the second pass pages the same search
+				}
 				continue // a warning or information about the search, with or without search.mode
 			}
 			if e.Search.Mode != "" && e.Search.Mode != "match" {

@@ -50,6 +50,9 @@ type stage struct {
 	m       Manifest
 	counts  map[string]int // resources per type
 	deleted int
+	// outcomes counts the search outcomes (warnings, information) the
+	// REST pages held and restSearch left out, in each search's first pass.
+	outcomes int
 }
 
 func newStage(parent string, maxLine int) (*stage, error) {

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/custos-mcp/custos/fhirin"
 	"github.com/custos-mcp/custos/internal/owner"
 	"github.com/custos-mcp/custos/internal/regularfile"
 )
@@ -68,6 +69,13 @@ type Result struct {
 	// every type after a Bulk sync or a state without the list).
 	Searched []string `json:"searched,omitempty"`
 	New      []string `json:"new_types,omitempty"`
+	// Skipped counts what the sync left out on purpose, as an import's
+	// report does (app.FHIRReport): the search outcomes of the REST
+	// pages (warnings, information; an error fails the sync), and the
+	// entries the importer left out of the staged Bundles
+	// (Imported.Skipped: read requests, search outcomes of a Bundle the
+	// server holds as a resource).
+	Skipped fhirin.Skipped `json:"skipped"`
 }
 
 // Syncer syncs one FHIR base. Its Run may be called repeatedly (a
@@ -231,6 +239,7 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time, searched [
 		return res, c, err
 	}
 	res.Resources, res.Types = st.total(), st.counts
+	res.Skipped.Outcomes = st.outcomes
 	if err := st.finish(res.Next, stagedRequest(c.base)); err != nil {
 		return res, c, fmt.Errorf("staging: %w", err)
 	}
@@ -260,6 +269,8 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time, searched [
 	}
 	// What the import retired, not what the server listed (st.deleted).
 	res.Deleted, res.DeletesIgnored = imported.Deleted, imported.DeletesIgnored
+	res.Skipped.Reads += imported.Skipped.Reads
+	res.Skipped.Outcomes += imported.Skipped.Outcomes
 	return res, c, nil
 }
 

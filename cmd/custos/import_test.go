@@ -427,24 +427,34 @@ func TestImportReportsSkippedEntries(t *testing.T) {
 			}
 			continue
 		}
-		var rep struct {
-			store.ImportReport
-			Skipped *struct {
-				Reads    *int `json:"read_requests"`
-				Outcomes *int `json:"search_outcomes"`
-			} `json:"skipped"`
-		}
+		var rep store.ImportReport
 		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 			t.Fatalf("custos import --json: report %q: %v", out.String(), err)
 		}
 		if rep.Created != 5 || rep.Lines != 5 {
-			t.Errorf("custos import --json: %+v, want 5 entries created", rep.ImportReport)
+			t.Errorf("custos import --json: %+v, want 5 entries created", rep)
 		}
-		switch s := rep.Skipped; {
-		case s == nil || s.Reads == nil || s.Outcomes == nil:
-			t.Errorf("custos import --json: no skipped.read_requests and skipped.search_outcomes in %s", out.String())
-		case *s.Reads != 3 || *s.Outcomes != 3:
-			t.Errorf("custos import --json: skipped %d read requests and %d search outcomes, want 3 and 3", *s.Reads, *s.Outcomes)
-		}
+		checkSkippedJSON(t, "custos import --json", out.Bytes(), 3, 3)
+	}
+}
+
+// checkSkippedJSON checks that the JSON report out of the command what
+// holds "skipped" with both counts, reads and outcomes.
+func checkSkippedJSON(t *testing.T, what string, out []byte, reads, outcomes int) {
+	t.Helper()
+	var rep struct {
+		Skipped *struct {
+			Reads    *int `json:"read_requests"`
+			Outcomes *int `json:"search_outcomes"`
+		} `json:"skipped"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("%s: report %q: %v", what, out, err)
+	}
+	switch s := rep.Skipped; {
+	case s == nil || s.Reads == nil || s.Outcomes == nil:
+		t.Errorf("%s: no skipped.read_requests and skipped.search_outcomes in %s", what, out)
+	case *s.Reads != reads || *s.Outcomes != outcomes:
+		t.Errorf("%s: skipped %d read requests and %d search outcomes, want %d and %d", what, *s.Reads, *s.Outcomes, reads, outcomes)
 	}
 }

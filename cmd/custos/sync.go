@@ -300,8 +300,8 @@ func reportSync(cmd *cobra.Command, res fhirsync.Result, asJSON bool) error {
 		// had retired already): they changed nothing.
 		deleted += fmt.Sprintf("; %d deletions of resources not in the catalog ignored", res.DeletesIgnored)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "synced %d resources (%s) from %s in %s: %s, %s, %d requests%s\n",
-		res.Resources, deleted, res.Base, res.Duration.Round(time.Millisecond), res.Mode, kind, res.Requests, fetched)
+	fmt.Fprintf(cmd.OutOrStdout(), "synced %d resources (%s) from %s in %s: %s, %s, %d requests%s%s\n",
+		res.Resources, deleted, res.Base, res.Duration.Round(time.Millisecond), res.Mode, kind, res.Requests, fetched, skippedText(res.Skipped))
 	return nil
 }
 

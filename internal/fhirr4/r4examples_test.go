@@ -168,14 +168,17 @@ var r4ExamplesReferenceOnly = []struct {
 	}, "a narrative over 1 MB: R4 bounds a string (datatypes.html), and xhtml is not one"},
 }
 
-// referenceOnlyR4 says why Check takes what validator refuses with
-// message m in a file whose refusals are all, or "" when it has no reason
-// to: the rules of TestCheckAgreesWithReference (referenceOnly: HL7's
-// schema's known defects), and two more that hold for any file.
-func referenceOnlyR4(validator, m string, all []refusal) string {
-	if why := referenceOnly(validators.Invalid{Validator: validator, Message: m}); why != "" {
+// referenceOnlyR4 says why Check takes what inv's validator refuses with
+// its message in the file inv.Resource, whose refusals are all, or "" when
+// it has no reason to: the rules of TestCheckAgreesWithReference
+// (referenceOnly: HL7's schema's known defects, some of which judge the
+// refused file as well as the message, NullInPrimitiveArray), and two
+// more that hold for any file.
+func referenceOnlyR4(inv validators.Invalid, all []refusal) string {
+	if why := referenceOnly(inv); why != "" {
 		return why
 	}
+	validator, m := inv.Validator, inv.Message
 	switch {
 	case validator == medplum && invariant.MatchString(m):
 		return "a FHIRPath invariant, which Check does not check (docs/import.md, \"Structure\")"
@@ -198,16 +201,16 @@ var (
 	oneOfBranch = regexp.MustCompile(`^(\.entry\[[0-9]+\]\.resource) should (NOT have additional properties|match exactly one schema in oneOf)$`)
 )
 
-// expectRefused says whether Check must refuse the file name given the
-// reference validators' refusals of it, refs, and why, from
-// r4ExamplesCheckOnly and the reasons that excuse a reference's refusal.
-// used counts the file-specific exceptions used.
-func expectRefused(name string, refs []refusal, used map[int]bool) (bool, string) {
+// expectRefused says whether Check must refuse the file name, whose JSON
+// is raw, given the reference validators' refusals of it, refs, and why,
+// from r4ExamplesCheckOnly and the reasons that excuse a reference's
+// refusal. used counts the file-specific exceptions used.
+func expectRefused(name, raw string, refs []refusal, used map[int]bool) (bool, string) {
 	if c, ok := r4ExamplesCheckOnly[name]; ok {
 		return true, c.why
 	}
 	for _, r := range refs {
-		if referenceOnlyR4(r.Validator, r.Message, refs) != "" {
+		if referenceOnlyR4(validators.Invalid{Validator: r.Validator, Message: r.Message, Resource: raw}, refs) != "" {
 			continue
 		}
 		excused := false
@@ -249,11 +252,11 @@ func TestCheckR4Examples(t *testing.T) {
 	var spent time.Duration
 	var agree, checkOnly, refOnly, disagree int
 	for _, name := range names {
-		_, m := decodeR4Example(t, filepath.Join(dir, name))
+		raw, m := decodeR4Example(t, filepath.Join(dir, name))
 		start := time.Now()
 		ps := Check(m)
 		spent += time.Since(start)
-		want, why := expectRefused(name, refs[name], used)
+		want, why := expectRefused(name, string(raw), refs[name], used)
 		switch {
 		case want && len(ps) == 0:
 			t.Errorf("%s: Check takes it; want a refusal (%s)", name, why)
@@ -406,4 +409,46 @@ func writeR4ExamplesVerdicts(t *testing.T, dir string, names []string) {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s: %d files\n", r4ExamplesVerdicts, len(names))
+}
+
+// TestExpectRefusedJudgesTheRefusedFile: HL7's schema's "<path>[i] should
+// be string" is excused (validators.NullInPrimitiveArray) only for R4
+// JSON's null whose _name companion holds the value's extensions, which
+// the defect tells by the refused resource. referenceOnlyR4 built its
+// validators.Invalid without the file, so such a refusal of an R4 example
+// was never excused and TestCheckR4Examples would have demanded that
+// Check refuse valid R4; now the file is judged, and a value of another
+// kind, or a null without its companion, is still no excuse.
+func TestExpectRefusedJudgesTheRefusedFile(t *testing.T) {
+	const (
+		name = "Patient-null-given.json" // in none of the file-specific lists
+		msg  = ".name[0].given[1] should be string"
+	)
+	for _, tc := range []struct {
+		what, raw string
+		refused   bool // the verdict Check must reach
+	}{
+		{"a null with its companion's extension", `{"resourceType":"Patient","name":[{"given":["A",null],"_given":[null,{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"masked"}]}]}]}`, false},
+		{"a number", `{"resourceType":"Patient","name":[{"given":["A",7]}]}`, true},
+		{"a null without a companion", `{"resourceType":"Patient","name":[{"given":["A",null]}]}`, true},
+	} {
+		refs := []refusal{{File: name, Validator: hl7Schema, Message: msg}}
+		refused, why := expectRefused(name, tc.raw, refs, map[int]bool{})
+		if refused != tc.refused {
+			t.Errorf("%s: expectRefused = %v (%s), want %v", tc.what, refused, why, tc.refused)
+		}
+		if tc.refused {
+			continue
+		}
+		// What is excused is what Check takes: the verdicts agree.
+		dec := json.NewDecoder(strings.NewReader(tc.raw))
+		dec.UseNumber()
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		if ps := Check(m); len(ps) > 0 {
+			t.Errorf("%s: Check refuses it: %v", tc.what, ps)
+		}
+	}
 }
