@@ -163,10 +163,16 @@ func bundleReport(out, dir string, m bundle.Manifest, asJSON bool) ([]byte, erro
 // takeBackFile is the error err of a command that wrote the file out and
 // then failed: a file it created is removed (a failed command leaves
 // nothing it created, as --out directories are taken back); one that
-// existed before holds what the command wrote, and err says so.
-func takeBackFile(out string, created bool, err error) error {
+// existed before holds what the command wrote, and err says so. written
+// is the file the command wrote (its FileInfo, taken right after): a file
+// at out that is no longer it (another process replaced it since) is not
+// the command's to remove, and is left.
+func takeBackFile(out string, created bool, written os.FileInfo, err error) error {
 	if !created {
 		return fmt.Errorf("%w; %s existed before and now holds what this command wrote: left", err, out)
+	}
+	if fi, serr := os.Lstat(out); serr != nil || written == nil || !os.SameFile(fi, written) {
+		return fmt.Errorf("%w; %s no longer holds the file this command wrote (replaced or removed since): left as it is", err, out)
 	}
 	if rerr := os.Remove(out); rerr != nil {
 		return fmt.Errorf("%w; and removing the %s it wrote failed: %v", err, out, rerr)
@@ -430,8 +436,9 @@ Examples:
 			if !asJSON {
 				return nil
 			}
+			written, _ := os.Lstat(out) // to know it again (takeBackFile); nil: not removed
 			if _, err := cmd.OutOrStdout().Write(summary.Bytes()); err != nil {
-				return takeBackFile(out, created, fmt.Errorf("printing the keys written to -o %s: %w", out, err))
+				return takeBackFile(out, created, written, fmt.Errorf("printing the keys written to -o %s: %w", out, err))
 			}
 			return nil
 		},
