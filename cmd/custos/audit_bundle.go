@@ -123,7 +123,7 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 		return fmt.Errorf("bundle NOT written to %s: %w", out, err)
 	}
 	if err := target.Publish(); err != nil {
-		return fmt.Errorf("bundle NOT written to %s: %w", out, err)
+		return notPublished(bundleOutput, out, err)
 	}
 	if _, err := cmd.OutOrStdout().Write(report); err != nil {
 		if werr := target.Withdraw(); werr != nil {

@@ -102,7 +102,7 @@ const remade = os.ModePerm | os.ModeSetgid | os.ModeSetuid | os.ModeSticky
 // partial's FileInfo, as for Withdraw. The partial directory itself, when
 // the rename did not happen, is the caller's to remove.
 func Publish(partial, out string, published os.FileInfo, given os.FileMode, check func(string) error) error {
-	err := durable.PublishDir(partial, out, check)
+	err := publishDir(partial, out, check)
 	if err == nil {
 		return nil
 	}
@@ -144,6 +144,11 @@ func Withdraw(out, partial string, published os.FileInfo, given os.FileMode) err
 	}
 	return Remake(out, given)
 }
+
+// publishDir is durable.PublishDir; partialdir's own tests replace it to
+// reach the branch where Publish renamed partial to out and could not take
+// it back.
+var publishDir = durable.PublishDir
 
 // removeAll is os.RemoveAll; partialdir's own tests replace it to reach
 // the branch where Withdraw renamed out back but could not remove it.

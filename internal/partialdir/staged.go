@@ -65,8 +65,10 @@ func (s *Staged) Removed() []string { return s.removed }
 
 // Publish renames the partial directory, complete, to OUT (see the
 // package Publish; check, if not nil, is called on OUT first). On failure
-// nothing is left of it, and the error says why. Only once, before
-// Discard.
+// nothing is left of it, and the error says why, but for one case: the
+// rename was done, its parent's fsync failed and OUT could not be taken
+// back; then OUT stays published, whole, and the error is a
+// *NotTakenBackError. Only once, before Discard.
 func (s *Staged) Publish(check func(string) error) error {
 	switch {
 	case s.release == nil:
@@ -75,7 +77,12 @@ func (s *Staged) Publish(check func(string) error) error {
 		return fmt.Errorf("partialdir: publish of %s, which is %s", s.out, s.state)
 	}
 	if err := Publish(s.dir, s.out, s.info, s.given, check); err != nil {
-		os.RemoveAll(s.dir) // not renamed: the caller's to remove, so ours
+		if s.stillAtOut() {
+			// Renamed, and not taken back: OUT holds it, whole.
+			s.state = published
+			return &NotTakenBackError{Out: s.out, Err: err}
+		}
+		os.RemoveAll(s.dir) // not renamed, or renamed back: ours to remove
 		s.state = gone
 		return err
 	}
