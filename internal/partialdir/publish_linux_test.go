@@ -26,18 +26,7 @@ func TestStagedPublishNotTakenBack(t *testing.T) {
 		if err := os.Rename(tmp, dst); err != nil {
 			return err
 		}
-		if err := unix.Mount(dst, dst, "", unix.MS_BIND, ""); err != nil {
-			hint := "cannot bind-mount (" + err.Error() + "): this test needs root"
-			if os.Getenv("CI") == "true" {
-				t.Fatal(hint + " (CI=true: a missing dependency fails)")
-			}
-			t.Skip(hint)
-		}
-		t.Cleanup(func() {
-			if err := unix.Unmount(dst, unix.MNT_DETACH); err != nil {
-				t.Errorf("unmount %s: %v", dst, err)
-			}
-		})
+		pin(t, dst)
 		return errors.New("sync " + dst + ": input/output error")
 	}
 	t.Cleanup(func() { publishDir = durable.PublishDir })
@@ -60,4 +49,45 @@ func TestStagedPublishNotTakenBack(t *testing.T) {
 	if *released != 1 {
 		t.Errorf("the lock was released %d times, want 1", *released)
 	}
+}
+
+// TestStagedWithdrawNotTakenBack: a published OUT that cannot be renamed
+// back (a mount point: EBUSY) stays published: Withdraw's error is a
+// *NotTakenBackError, Discard leaves OUT whole and releases the lock once.
+func TestStagedWithdrawNotTakenBack(t *testing.T) {
+	s, _, out, released := stage(t, 0)
+	if err := s.Publish(nil); err != nil {
+		t.Fatal(err)
+	}
+	pin(t, out)
+	err := s.Withdraw()
+	var left *NotTakenBackError
+	if !errors.As(err, &left) || left.Out != out {
+		t.Errorf("Withdraw of an OUT that cannot be renamed back: %v, want a *NotTakenBackError naming %s", err, out)
+	}
+	s.Discard()
+	if got := entries(t, out); got != "f" {
+		t.Errorf("out holds %q, want f (published, left)", got)
+	}
+	if *released != 1 {
+		t.Errorf("the lock was released %d times, want 1", *released)
+	}
+}
+
+// pin bind-mounts dir on itself until the test ends: a mount point cannot
+// be renamed (EBUSY).
+func pin(t *testing.T, dir string) {
+	t.Helper()
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		hint := "cannot bind-mount (" + err.Error() + "): this test needs root"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(hint + " (CI=true: a missing dependency fails)")
+		}
+		t.Skip(hint)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
 }
