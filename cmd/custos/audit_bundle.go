@@ -431,6 +431,10 @@ Examples:
 			_, statErr := os.Lstat(out)
 			created := errors.Is(statErr, os.ErrNotExist)
 			if err := durable.WriteFile(out, data, 0o644); err != nil {
+				var unsynced *durable.UnsyncedError
+				if errors.As(err, &unsynced) { // in place, complete: say so
+					return &unconfirmedError{path: out, dir: unsynced.Dir, err: unsynced.Err}
+				}
 				return err
 			}
 			if !asJSON {
