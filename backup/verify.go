@@ -402,7 +402,10 @@ func (s *Staged) Discard() { s.staged.Discard() }
 // Commit verifies the staged backup (Verify, with verifiers if given),
 // fsyncs its directory and renames it to its destination. If it does not
 // verify, or anything fails, the staged directory is removed and nothing
-// is left at the destination; the report says what failed.
+// is left at the destination; the report says what failed. The one
+// exception: renamed into place, its parent's fsync failed and it could
+// not be taken back: it is left there, complete and verified, and the
+// error is a *partialdir.NotTakenBackError.
 func (s *Staged) Commit(ctx context.Context, verifiers note.Verifiers) (Report, error) {
 	rep, err := verify(ctx, s.dir, verifiers, s.Progress)
 	if err != nil {

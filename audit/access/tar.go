@@ -140,7 +140,9 @@ func (t *BundleTarget) Dir() string { return t.staged.Dir() }
 
 // Publish renames the partial directory, which Read filled, into place
 // (replacing the empty directory that was there), fsynced. On failure
-// nothing is left: neither the partial directory nor the bundle.
+// nothing is left: neither the partial directory nor the bundle, but for
+// a bundle renamed into place that could not be taken back
+// (*partialdir.NotTakenBackError: partialdir.Staged.Publish).
 func (t *BundleTarget) Publish() error {
 	if !t.filled {
 		return errors.New("access: publish of a bundle target not filled")

@@ -123,7 +123,7 @@ func writeBundle(cmd *cobra.Command, d dataDir, ask access.Ask, out, anchorDir s
 		return fmt.Errorf("bundle NOT written to %s: %w", out, err)
 	}
 	if err := target.Publish(); err != nil {
-		return fmt.Errorf("bundle NOT written to %s: %w", out, err)
+		return notPublished(bundleOutput, out, err)
 	}
 	if _, err := cmd.OutOrStdout().Write(report); err != nil {
 		if werr := target.Withdraw(); werr != nil {
@@ -163,10 +163,16 @@ func bundleReport(out, dir string, m bundle.Manifest, asJSON bool) ([]byte, erro
 // takeBackFile is the error err of a command that wrote the file out and
 // then failed: a file it created is removed (a failed command leaves
 // nothing it created, as --out directories are taken back); one that
-// existed before holds what the command wrote, and err says so.
-func takeBackFile(out string, created bool, err error) error {
+// existed before holds what the command wrote, and err says so. written
+// is the file the command wrote (its FileInfo, taken right after): a file
+// at out that is no longer it (another process replaced it since) is not
+// the command's to remove, and is left.
+func takeBackFile(out string, created bool, written os.FileInfo, err error) error {
 	if !created {
 		return fmt.Errorf("%w; %s existed before and now holds what this command wrote: left", err, out)
+	}
+	if fi, serr := os.Lstat(out); serr != nil || written == nil || !os.SameFile(fi, written) {
+		return fmt.Errorf("%w; %s no longer holds the file this command wrote (replaced or removed since): left as it is", err, out)
 	}
 	if rerr := os.Remove(out); rerr != nil {
 		return fmt.Errorf("%w; and removing the %s it wrote failed: %v", err, out, rerr)
@@ -425,13 +431,18 @@ Examples:
 			_, statErr := os.Lstat(out)
 			created := errors.Is(statErr, os.ErrNotExist)
 			if err := durable.WriteFile(out, data, 0o644); err != nil {
+				var unsynced *durable.UnsyncedError
+				if errors.As(err, &unsynced) { // in place, complete: say so
+					return &unconfirmedError{path: out, dir: unsynced.Dir, err: unsynced.Err}
+				}
 				return err
 			}
 			if !asJSON {
 				return nil
 			}
+			written, _ := os.Lstat(out) // to know it again (takeBackFile); nil: not removed
 			if _, err := cmd.OutOrStdout().Write(summary.Bytes()); err != nil {
-				return takeBackFile(out, created, fmt.Errorf("printing the keys written to -o %s: %w", out, err))
+				return takeBackFile(out, created, written, fmt.Errorf("printing the keys written to -o %s: %w", out, err))
 			}
 			return nil
 		},

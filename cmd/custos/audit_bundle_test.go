@@ -237,3 +237,41 @@ func TestAuditPubkeyFailingLeavesNoFile(t *testing.T) {
 		}
 	}
 }
+
+// replacingWriter is a stdout that fails, as a closed pipe does, after
+// another process replaced the file at path with its own (what it wrote
+// is returned by the test).
+type replacingWriter struct{ path string }
+
+func (w replacingWriter) Write([]byte) (int, error) {
+	tmp := w.path + ".other"
+	if err := os.WriteFile(tmp, []byte("another process's keys\n"), 0o644); err != nil {
+		return 0, err
+	}
+	if err := os.Rename(tmp, w.path); err != nil {
+		return 0, err
+	}
+	return 0, errors.New("write /dev/stdout: broken pipe")
+}
+
+// TestAuditPubkeyFailingLeavesAnotherFile: audit pubkey -o FILE --json
+// created FILE, and FILE was replaced by another process's file before
+// the JSON failed to print. Taking back what the command created removed
+// that other file (os.Remove of the name, whatever it now names); the
+// command now removes only the file it wrote, and says the other is left.
+func TestAuditPubkeyFailingLeavesAnotherFile(t *testing.T) {
+	data := anchoredDataDir(t, 4)
+	f := filepath.Join(t.TempDir(), "custos.vkeys")
+	var stderr bytes.Buffer
+	code := run([]string{"audit", "pubkey", "--data-dir", data, "--dev", "-o", f, "--json"}, replacingWriter{f}, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "broken pipe") {
+		t.Errorf("exit %d, want 1 naming the failed write:\n%s", code, stderr.String())
+	}
+	got, err := os.ReadFile(f)
+	if err != nil || string(got) != "another process's keys\n" {
+		t.Fatalf("the failed command removed or changed a file it did not write: %q, %v\n%s", got, err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), f+" no longer holds the file this command wrote") {
+		t.Errorf("the error does not say the file at -o is another's, left:\n%s", stderr.String())
+	}
+}

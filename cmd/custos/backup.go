@@ -14,6 +14,7 @@ import (
 	"github.com/custos-mcp/custos/audit/access"
 	"github.com/custos-mcp/custos/audit/checkpoint"
 	"github.com/custos-mcp/custos/backup"
+	"github.com/custos-mcp/custos/internal/partialdir"
 )
 
 func newBackupCmd() *cobra.Command {
@@ -118,6 +119,9 @@ Example:
 				if errors.Is(err, backup.ErrUnverified) {
 					printBackupProblems(cmd.ErrOrStderr(), rep)
 					return exitError{code: 1, err: fmt.Errorf("backup NOT written: the copy does not verify (%d problem(s)); nothing was left at %s", len(rep.Problems), abs)}
+				}
+				if errors.As(err, new(*partialdir.NotTakenBackError)) {
+					return notPublished(backupOutput, abs, err)
 				}
 				return fmt.Errorf("backup NOT written: %w", err)
 			}

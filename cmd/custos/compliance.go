@@ -193,11 +193,11 @@ Examples:
 			} else {
 				printPackageSummary(&summary, out, rep)
 			}
-			if err == nil {
-				err = p.publish()
-			}
 			if err != nil {
 				return fmt.Errorf("package NOT written to %s: %w", out, err)
+			}
+			if err := p.publish(); err != nil {
+				return notPublished(packageOutput, out, err)
 			}
 			if _, err := cmd.OutOrStdout().Write(summary.Bytes()); err != nil {
 				if werr := p.withdraw(); werr != nil {
@@ -314,12 +314,32 @@ func notTakenBack(o output, out string, printErr, werr error) error {
 	if !errors.As(werr, &left) {
 		return fmt.Errorf("%s NOT written to %s: printing its report: %w; and taking it back did not complete: %v", o.what, out, printErr, werr)
 	}
+	return leftAt(o, out, fmt.Errorf("printing the report of %s %s: %w", o.what, out, printErr), left)
+}
+
+// notPublished is the error of a command whose output o could not be put
+// in place at out (err, from Publish): "NOT written", unless Publish
+// renamed it there and could not take it back (*partialdir.NotTakenBackError,
+// a failed fsync then a failed rename back): then, as notTakenBack, it is
+// LEFT at out.
+func notPublished(o output, out string, err error) error {
+	var left *partialdir.NotTakenBackError
+	if !errors.As(err, &left) {
+		return fmt.Errorf("%s NOT written to %s: %w", o.what, out, err)
+	}
+	return leftAt(o, out, fmt.Errorf("putting the %s in place at %s failed", o.what, out), left)
+}
+
+// leftAt is the error cause of a command that left its output o at out,
+// complete (left says why it could not be taken back): what is left and
+// where, that it holds copies of PHI, and what to do.
+func leftAt(o output, out string, cause error, left *partialdir.NotTakenBackError) error {
 	state := "complete"
 	if o.verified {
 		state = "complete and verified"
 	}
-	return fmt.Errorf("printing the report of %s %s: %w; the %s is LEFT at %s, %s, holding copies of PHI: it could not be taken back (%v). Remove it, or keep it and check it with "+o.check,
-		o.what, out, printErr, o.what, out, state, left.Err, out)
+	return fmt.Errorf("%w; the %s is LEFT at %s, %s, holding copies of PHI: it could not be taken back (%v). Remove it, or keep it and check it with "+o.check,
+		cause, o.what, out, state, left.Err, out)
 }
 
 // packageRun is one run of 'compliance report'.

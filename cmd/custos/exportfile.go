@@ -89,16 +89,16 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// unconfirmedError is publish's error when the complete file is in place
-// under its name but the fsync of its directory, which makes the name
-// durable, failed.
+// unconfirmedError is publish's error (and audit pubkey -o's) when the
+// complete file is in place under its name but the fsync of its
+// directory, which makes the name durable, failed.
 type unconfirmedError struct {
 	path, dir string
 	err       error
 }
 
 func (e *unconfirmedError) Error() string {
-	return fmt.Sprintf("%s is written, complete, under its name, but that name is not confirmed durable: syncing its directory %s failed: %v; a system crash before the directory reaches the disk may leave no %s, or the file it replaced: check it after a crash, or export again", e.path, e.dir, e.err, filepath.Base(e.path))
+	return fmt.Sprintf("%s is written, complete, under its name, but that name is not confirmed durable: syncing its directory %s failed: %v; a system crash before the directory reaches the disk may leave no %s, or the file it replaced: check it after a crash, or run the command again", e.path, e.dir, e.err, filepath.Base(e.path))
 }
 
 func (e *unconfirmedError) Unwrap() error { return e.err }

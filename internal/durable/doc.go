@@ -8,7 +8,9 @@
 //   - WriteFile replaces path whole or not at all: the bytes go to a
 //     temporary file in the same directory, which is fsynced, given its
 //     mode, renamed over path, and the directory is fsynced. On any error
-//     the temporary file is removed and path is left as it was. Run as
+//     before the rename the temporary file is removed and path is left as
+//     it was; when only the directory's fsync failed, path holds the new
+//     file, whole, and the error is an *UnsyncedError saying so. Run as
 //     root, the new file has the owner and group of the one it replaces
 //     (of the directory for a new file; internal/owner).
 //   - SyncDir makes the creation, rename or removal of an entry of dir

@@ -57,8 +57,25 @@ func WriteFile(path string, data []byte, mode os.FileMode) (err error) {
 	if err != nil {
 		return err
 	}
-	return SyncDir(dir)
+	if err := SyncDir(dir); err != nil {
+		return &UnsyncedError{Path: path, Dir: dir, Err: err}
+	}
+	return nil
 }
+
+// UnsyncedError is WriteFile's error when the new file is in place under
+// Path, complete, but the fsync of its directory Dir, which makes the name
+// durable, failed (Err): a crash may yet leave no file there, or the one
+// it replaced. Its text is Err's; a caller that tells its operator what
+// is at Path branches on the type.
+type UnsyncedError struct {
+	Path, Dir string
+	Err       error
+}
+
+func (e *UnsyncedError) Error() string { return e.Err.Error() }
+
+func (e *UnsyncedError) Unwrap() error { return e.Err }
 
 // NotRegularError: the path a file was to be written to exists, or its
 // symbolic link leads to something that exists, and is no regular file.

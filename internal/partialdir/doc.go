@@ -8,9 +8,11 @@
 // and Discard always, deferred):
 //
 //	staging --Publish ok--> published --Withdraw ok--> gone
-//	   |  \--Publish failed--> gone          |
-//	   |                                     +--renamed back, not removed--> staging
-//	   +--Discard--> gone                    +--not renamed back--> published
+//	   |  |                                  +--renamed back, not removed--> staging
+//	   |  |                                  +--not renamed back--> published
+//	   |  +--Publish failed--> gone
+//	   |  +--Publish failed, renamed, not taken back--> published
+//	   +--Discard--> gone
 //
 // Invariants:
 //   - The partial directory is made (mode 0700) and locked (flock(2)) by
@@ -21,7 +23,9 @@
 //     into place (durable.PublishDir: fsynced, an empty OUT replaced, the
 //     caller's check run on OUT first). On failure nothing is left: not
 //     the partial directory, not a renamed OUT (taken back), and a given
-//     empty OUT is made again.
+//     empty OUT is made again; a renamed OUT that could not be taken back
+//     stays published, whole, and Publish says so with a
+//     *NotTakenBackError (never "gone" while OUT holds it).
 //   - A failed command leaves nothing at OUT: Withdraw, after Publish,
 //     renames OUT back to the partial directory (one atomic step: OUT is
 //     never seen incomplete), removes it and makes a given empty OUT again

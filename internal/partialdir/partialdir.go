@@ -98,16 +98,21 @@ const remade = os.ModePerm | os.ModeSetgid | os.ModeSetuid | os.ModeSticky
 // (durable.PublishDir: fsynced, an empty out replaced, check called on out
 // first when not nil). On failure nothing is left of it: a rename done
 // whose parent's fsync failed is taken back (Withdraw), and the empty out
-// given (GivenMode) is made again if it was removed. published is
-// partial's FileInfo, as for Withdraw. The partial directory itself, when
+// given (GivenMode) is made again if it was removed; when that rename
+// back fails, out is left whole and the error is a *NotTakenBackError.
+// published is partial's FileInfo, as for Withdraw. The partial directory itself, when
 // the rename did not happen, is the caller's to remove.
 func Publish(partial, out string, published os.FileInfo, given os.FileMode, check func(string) error) error {
-	err := durable.PublishDir(partial, out, check)
+	err := publishDir(partial, out, check)
 	if err == nil {
 		return nil
 	}
 	if _, serr := os.Lstat(partial); errors.Is(serr, os.ErrNotExist) {
 		if werr := Withdraw(out, partial, published, given); werr != nil {
+			var left *NotTakenBackError
+			if errors.As(werr, &left) {
+				return &NotTakenBackError{Out: out, Err: fmt.Errorf("%w; and taking %s back failed: %v", err, out, left.Err)}
+			}
 			return fmt.Errorf("%w; and taking %s back failed: %v", err, out, werr)
 		}
 		return err
@@ -126,8 +131,9 @@ func Publish(partial, out string, published os.FileInfo, given os.FileMode, chec
 // the partial directory's own FileInfo, taken before it was renamed: a
 // directory at out that is no longer it is left alone (an error). given,
 // from GivenMode, is the empty directory that was at out: it is made
-// again with that mode. The lock on partial, if held, is the caller's to
-// release.
+// again with that mode. When the rename back fails, out is left whole
+// and the error is a *NotTakenBackError. The lock on partial, if held, is
+// the caller's to release.
 func Withdraw(out, partial string, published os.FileInfo, given os.FileMode) error {
 	fi, err := os.Lstat(out)
 	if err != nil {
@@ -137,13 +143,18 @@ func Withdraw(out, partial string, published os.FileInfo, given os.FileMode) err
 		return fmt.Errorf("partialdir: %s is no longer the directory this command wrote: left as it is", out)
 	}
 	if err := os.Rename(out, partial); err != nil {
-		return err
+		return &NotTakenBackError{Out: out, Err: err} // out holds it, whole
 	}
 	if err := removeAll(partial); err != nil {
 		return err
 	}
 	return Remake(out, given)
 }
+
+// publishDir is durable.PublishDir; partialdir's own tests replace it to
+// reach the branch where Publish renamed partial to out and could not take
+// it back.
+var publishDir = durable.PublishDir
 
 // removeAll is os.RemoveAll; partialdir's own tests replace it to reach
 // the branch where Withdraw renamed out back but could not remove it.

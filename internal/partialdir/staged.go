@@ -65,8 +65,10 @@ func (s *Staged) Removed() []string { return s.removed }
 
 // Publish renames the partial directory, complete, to OUT (see the
 // package Publish; check, if not nil, is called on OUT first). On failure
-// nothing is left of it, and the error says why. Only once, before
-// Discard.
+// nothing is left of it, and the error says why, but for one case: the
+// rename was done, its parent's fsync failed and OUT could not be taken
+// back; then OUT stays published, whole, and the error is a
+// *NotTakenBackError. Only once, before Discard.
 func (s *Staged) Publish(check func(string) error) error {
 	switch {
 	case s.release == nil:
@@ -75,7 +77,11 @@ func (s *Staged) Publish(check func(string) error) error {
 		return fmt.Errorf("partialdir: publish of %s, which is %s", s.out, s.state)
 	}
 	if err := Publish(s.dir, s.out, s.info, s.given, check); err != nil {
-		os.RemoveAll(s.dir) // not renamed: the caller's to remove, so ours
+		if errors.As(err, new(*NotTakenBackError)) {
+			s.state = published // renamed, not taken back: OUT holds it, whole
+			return err
+		}
+		os.RemoveAll(s.dir) // not renamed, or renamed back: ours to remove
 		s.state = gone
 		return err
 	}
@@ -94,19 +100,21 @@ func (s *Staged) Withdraw() error {
 	}
 	err := Withdraw(s.out, s.dir, s.info, s.given)
 	switch _, serr := os.Lstat(s.dir); {
+	case errors.As(err, new(*NotTakenBackError)):
+		// not renamed back: OUT stays published
 	case serr == nil:
 		s.state = staging // renamed back, not removed
-	case err == nil || errors.Is(serr, os.ErrNotExist) && !s.stillAtOut():
+	default:
 		s.state = gone
-	}
-	if err != nil && s.state == published {
-		return &NotTakenBackError{Out: s.out, Err: err}
 	}
 	return err
 }
 
-// NotTakenBackError is Withdraw's error when what Publish put at Out is
-// still there, whole: it could not be renamed back (Err says why). A
+// NotTakenBackError is Withdraw's error (and Publish's, when its parent's
+// fsync failed after the rename) when what Publish put at Out is still
+// there, whole: it could not be renamed back (Err says why). It is told
+// by the failed rename itself, not by comparing OUT with the published
+// directory afterwards (an inode freed by a removal may be reused). A
 // command then tells its operator that a complete output, a copy of PHI,
 // is left at Out.
 type NotTakenBackError struct {
@@ -119,12 +127,6 @@ func (e *NotTakenBackError) Error() string {
 }
 
 func (e *NotTakenBackError) Unwrap() error { return e.Err }
-
-// stillAtOut reports whether OUT is still the published directory.
-func (s *Staged) stillAtOut() bool {
-	fi, err := os.Lstat(s.out)
-	return err == nil && os.SameFile(fi, s.info)
-}
 
 // Discard removes the partial directory unless it is published (or gone),
 // and releases the lock the first time. Safe to call more than once, and
