@@ -219,6 +219,7 @@ func TestProgressOverBothTransports(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer staged.Discard() // the lock, held until Discard (partialdir.Staged)
 			if _, err := staged.Commit(ctx, nil); err != nil {
 				t.Fatalf("the backup taken with progress does not verify: %v", err)
 			}
