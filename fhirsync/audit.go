@@ -81,6 +81,11 @@ func AuditEntry(e Event, p audit.Principal, dev bool, keys []string) audit.Entry
 			// fetched none read as before.
 			fmt.Fprintf(&b, " binaries_fetched=%d", e.Binaries)
 		}
+		if e.Skipped.Reads > 0 || e.Skipped.Outcomes > 0 {
+			// Written only when some were left out: records of syncs that
+			// left out none read as before.
+			fmt.Fprintf(&b, " read_requests_skipped=%d search_outcomes_skipped=%d", e.Skipped.Reads, e.Skipped.Outcomes)
+		}
 		if e.Err != nil {
 			ent.Outcome = audit.OutcomeError
 			b.WriteString(" error: " + e.Err.Error())

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/custos-mcp/custos/audit"
 	"github.com/custos-mcp/custos/fhirin"
 )
 
@@ -48,6 +49,10 @@ func TestResultCountsSkipped(t *testing.T) {
 	if want := (fhirin.Skipped{Reads: 3, Outcomes: 2 + 1}); res.Skipped != want || imports != 1 {
 		t.Errorf("full sync of two pages, each with an outcome: skipped %+v (%d imports), want %+v", res.Skipped, imports, want)
 	}
+	rec := o.Recorder.(*probeRecorder)
+	if end := rec.events[len(rec.events)-1]; end.Phase != "end" || end.Skipped != res.Skipped {
+		t.Errorf("the sync's end event: phase %q, skipped %+v, want the result's %+v", end.Phase, end.Skipped, res.Skipped)
+	}
 	changed = false
 	res, err = runProbe(t, o)
 	if err != nil {
@@ -55,5 +60,24 @@ func TestResultCountsSkipped(t *testing.T) {
 	}
 	if want := (fhirin.Skipped{Outcomes: 1}); res.Full || res.Skipped != want || imports != 1 {
 		t.Errorf("increment of no change: full %v, skipped %+v (%d imports), want %+v and no import", res.Full, res.Skipped, imports, want)
+	}
+}
+
+// TestSyncEndRecordNamesSkipped: the sync/end audit record's reason says
+// how many entries the sync left out on purpose, by kind, when it left
+// out some (an auditor reading the log alone learns of them, as the
+// report's reader does), and reads as before when it left out none.
+func TestSyncEndRecordNamesSkipped(t *testing.T) {
+	e := Event{Phase: "end", Base: "https://fhir.example/r4", Full: true, Mode: "rest", Resources: 2, Requests: 3}
+	if r := AuditEntry(e, auditPrincipal, false, nil).Reason; strings.Contains(r, "skipped") {
+		t.Errorf("a sync that left out nothing: reason %q names skipped entries", r)
+	}
+	e.Skipped = fhirin.Skipped{Reads: 2, Outcomes: 1}
+	ent := AuditEntry(e, auditPrincipal, false, nil)
+	if want := " read_requests_skipped=2 search_outcomes_skipped=1"; !strings.Contains(ent.Reason, want) {
+		t.Errorf("sync/end reason %q, want it to hold %q", ent.Reason, want)
+	}
+	if ent.Action != ActionSyncEnd || ent.Outcome != audit.OutcomeAllow {
+		t.Errorf("action %q outcome %q, want %q allow", ent.Action, ent.Outcome, ActionSyncEnd)
 	}
 }

@@ -34,6 +34,7 @@ type Event struct {
 	DeletesIgnored int
 	Types          map[string]int // resources per type
 	Binaries       int            // Binaries fetched by their attachment url (in Resources and Types too)
+	Skipped        fhirin.Skipped // entries left out on purpose (Result.Skipped)
 	Requests       int            // HTTP requests sent, retries included
 	Duration       time.Duration
 	Err            error // nil: imported; else the cause (its message names paths only)
@@ -136,7 +137,7 @@ func (s *Syncer) Run(ctx context.Context) (Result, error) {
 	err = quietErr(c.creds.redactErr(err))
 	res.Duration = o.Now().Sub(start)
 	end := Event{Phase: "end", Base: o.Base, Tenant: o.Tenant, Full: full, Since: since, Mode: res.Mode,
-		Resources: res.Resources, Deleted: res.Deleted, DeletesIgnored: res.DeletesIgnored, Types: res.Types, Binaries: res.Binaries, Requests: int(c.requests.Load()), Duration: res.Duration, Err: err}
+		Resources: res.Resources, Deleted: res.Deleted, DeletesIgnored: res.DeletesIgnored, Types: res.Types, Binaries: res.Binaries, Skipped: res.Skipped, Requests: int(c.requests.Load()), Duration: res.Duration, Err: err}
 	res.Requests = int(c.requests.Load())
 	if c.auth != nil {
 		res.Tokens = c.auth.fetched
