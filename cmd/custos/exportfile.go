@@ -73,20 +73,10 @@ func (e *exportFile) publish() error {
 		e.discard()
 		return err
 	}
-	if err := syncDir(e.dir); err != nil {
+	if err := durable.SyncDir(e.dir); err != nil {
 		return &unconfirmedError{path: e.path, dir: e.dir, err: err}
 	}
 	return nil
-}
-
-// syncDir fsyncs directory dir.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // unconfirmedError is publish's error (and audit pubkey -o's) when the
