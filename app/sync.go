@@ -151,7 +151,7 @@ func (a *App) startSync() {
 				if err == nil {
 					a.log.Info("scheduled FHIR sync", "base", s.Base(), "mode", res.Mode, "full", res.Full,
 						"resources", res.Resources, "deleted", res.Deleted, "deletes_ignored", res.DeletesIgnored,
-						"read_requests_skipped", res.Skipped.Reads, "search_outcomes_skipped", res.Skipped.Outcomes, "duration", res.Duration)
+						"read_requests_skipped", res.Skipped.Reads, "search_outcomes_skipped", res.Skipped.Outcomes, "search_includes_skipped", res.Skipped.Includes, "duration", res.Duration)
 				}
 			}
 			if err != nil && sctx.Err() == nil {

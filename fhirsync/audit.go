@@ -86,6 +86,10 @@ func AuditEntry(e Event, p audit.Principal, dev bool, keys []string) audit.Entry
 			// left out none read as before.
 			fmt.Fprintf(&b, " read_requests_skipped=%d search_outcomes_skipped=%d", e.Skipped.Reads, e.Skipped.Outcomes)
 		}
+		if e.Skipped.Includes > 0 {
+			// Written only when a page held some, as above.
+			fmt.Fprintf(&b, " search_includes_skipped=%d", e.Skipped.Includes)
+		}
 		if e.Err != nil {
 			ent.Outcome = audit.OutcomeError
 			b.WriteString(" error: " + e.Err.Error())

@@ -695,6 +695,39 @@ func TestSearchOutcomeErrorIsNotAResult(t *testing.T) {
 	}
 }
 
+// TestSearchEntryModeIsChecked: a searchset entry's search.mode is one of
+// R4's SearchEntryMode codes. One that is none of them, or "outcome" on a
+// resource that is not an OperationOutcome (which fhirin refuses in a
+// Bundle too), is a server fault that fails the sync before anything is
+// imported, named with the page and entry; such entries used to be left
+// out without a word, as included ones are (counted: TestResultCountsSkipped).
+func TestSearchEntryModeIsChecked(t *testing.T) {
+	patient := string(corpus(t, "patient.json"))
+	for _, tc := range []struct{ name, mode, want string }{
+		{"unknown mode", "matched", `entry 1 has search.mode "matched", not match, include or outcome`},
+		{"a long unknown mode is cut", strings.Repeat("x", 500), `has search.mode "` + strings.Repeat("x", 40) + `", not match`},
+		{"outcome on a Patient", "outcome", "entry 1 has search.mode outcome but holds a resource that is not an OperationOutcome"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.URL.Path, "/metadata") {
+					writeJSON(w, "application/fhir+json", []byte(capREST("Patient")))
+					return
+				}
+				writeJSON(w, "application/fhir+json", []byte(`{"resourceType":"Bundle","type":"searchset","entry":[{"resource":`+patient+
+					`,"search":{"mode":"match"}},{"resource":`+patient+`,"search":{"mode":"`+tc.mode+`"}}]}`))
+			}))
+			defer srv.Close()
+			o, imp, _ := probeOptions(t, srv.URL+"/fhir", false)
+			o.Full = true
+			_, err := runProbe(t, o)
+			if !errors.Is(err, ErrServer) || !strings.Contains(err.Error(), tc.want) || imp.calls != 0 {
+				t.Fatalf("err = %v, imports %d; want ErrServer holding %q, nothing imported", err, imp.calls, tc.want)
+			}
+		})
+	}
+}
+
 // capBulk is a CapabilityStatement offering system-level $export.
 const capBulk = `{"resourceType":"CapabilityStatement","rest":[{"mode":"server","resource":[{"type":"Patient","interaction":[{"code":"search-type"}]}],` +
 	`"operation":[{"name":"export","definition":"http://hl7.org/fhir/uv/bulkdata/OperationDefinition/export"}]}]}`

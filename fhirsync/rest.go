@@ -142,8 +142,22 @@ func (s *searchPass) run(ctx context.Context, u *url.URL) (int, error) {
 				}
 				continue // a warning or information about the search, with or without search.mode
 			}
-			if e.Search.Mode != "" && e.Search.Mode != "match" {
-				continue // _include'd entries
+			switch e.Search.Mode {
+			case "", "match":
+			case "include":
+				// A resource the server added beside the matches; custos
+				// asks for no _include. Its own type's search stages it
+				// (Skipped.Includes).
+				if s.pass == 0 {
+					s.st.includes++
+				}
+				continue
+			case "outcome":
+				// An OperationOutcome is handled above: this is another
+				// resource marked as an outcome, as fhirin refuses it.
+				return 0, fmt.Errorf("%w: GET %s: entry %d has search.mode outcome but holds a resource that is not an OperationOutcome", ErrServer, where(u), i)
+			default:
+				return 0, fmt.Errorf("%w: GET %s: entry %d has search.mode %.40q, not match, include or outcome", ErrServer, where(u), i, e.Search.Mode)
 			}
 			buf.Reset()
 			if err := json.Compact(&buf, e.Resource); err != nil {

@@ -19,6 +19,9 @@ import (
 func TestResultCountsSkipped(t *testing.T) {
 	const warning = `{"resource":{"resourceType":"OperationOutcome","issue":[{"severity":"information","code":"informational"}]},"search":{"mode":"outcome"}}`
 	patient := string(corpus(t, "patient.json"))
+	// An Organization the server added beside the matches (custos asks for
+	// no _include): left out, counted, never staged as a Patient.
+	included := `{"resource":{"resourceType":"Organization","id":"org-1","name":"General"},"search":{"mode":"include"}}`
 	changed := true // the search finds the Patient: a full sync, then none: an increment of no change
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -29,9 +32,9 @@ func TestResultCountsSkipped(t *testing.T) {
 			writeJSON(w, "application/fhir+json", []byte(`{"resourceType":"Bundle","type":"searchset","entry":[`+warning+`]}`))
 			return
 		}
-		entries, next := `{"resource":`+patient+`,"search":{"mode":"match"}},`+warning, `,"link":[{"relation":"next","url":"/fhir/Patient?page=2"}]`
+		entries, next := `{"resource":`+patient+`,"search":{"mode":"match"}},`+warning+`,`+included, `,"link":[{"relation":"next","url":"/fhir/Patient?page=2"}]`
 		if r.URL.Query().Get("page") == "2" {
-			entries, next = warning, ""
+			entries, next = warning+`,`+included+`,`+included, ""
 		}
 		writeJSON(w, "application/fhir+json", []byte(`{"resourceType":"Bundle","type":"searchset","entry":[`+entries+`]`+next+`}`))
 	}))
@@ -46,8 +49,11 @@ func TestResultCountsSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (fhirin.Skipped{Reads: 3, Outcomes: 2 + 1}); res.Skipped != want || imports != 1 {
-		t.Errorf("full sync of two pages, each with an outcome: skipped %+v (%d imports), want %+v", res.Skipped, imports, want)
+	if want := (Skipped{Skipped: fhirin.Skipped{Reads: 3, Outcomes: 2 + 1}, Includes: 3}); res.Skipped != want || imports != 1 {
+		t.Errorf("full sync of two pages, each with an outcome, three included entries: skipped %+v (%d imports), want %+v", res.Skipped, imports, want)
+	}
+	if res.Resources != 1 || res.Types["Organization"] != 0 {
+		t.Errorf("staged %d resources, types %v: want the one Patient, no included Organization", res.Resources, res.Types)
 	}
 	rec := o.Recorder.(*probeRecorder)
 	if end := rec.events[len(rec.events)-1]; end.Phase != "end" || end.Skipped != res.Skipped {
@@ -58,7 +64,7 @@ func TestResultCountsSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (fhirin.Skipped{Outcomes: 1}); res.Full || res.Skipped != want || imports != 1 {
+	if want := (Skipped{Skipped: fhirin.Skipped{Outcomes: 1}}); res.Full || res.Skipped != want || imports != 1 {
 		t.Errorf("increment of no change: full %v, skipped %+v (%d imports), want %+v and no import", res.Full, res.Skipped, imports, want)
 	}
 }
@@ -72,10 +78,14 @@ func TestSyncEndRecordNamesSkipped(t *testing.T) {
 	if r := AuditEntry(e, auditPrincipal, false, nil).Reason; strings.Contains(r, "skipped") {
 		t.Errorf("a sync that left out nothing: reason %q names skipped entries", r)
 	}
-	e.Skipped = fhirin.Skipped{Reads: 2, Outcomes: 1}
+	e.Skipped = Skipped{Includes: 4}
+	if r := AuditEntry(e, auditPrincipal, false, nil).Reason; !strings.HasSuffix(r, " search_includes_skipped=4") || strings.Contains(r, "read_requests") {
+		t.Errorf("a sync that left out included entries alone: reason %q, want it to end in search_includes_skipped=4 and name no other kind", r)
+	}
+	e.Skipped = Skipped{Skipped: fhirin.Skipped{Reads: 2, Outcomes: 1}}
 	ent := AuditEntry(e, auditPrincipal, false, nil)
-	if want := " read_requests_skipped=2 search_outcomes_skipped=1"; !strings.Contains(ent.Reason, want) {
-		t.Errorf("sync/end reason %q, want it to hold %q", ent.Reason, want)
+	if want := " read_requests_skipped=2 search_outcomes_skipped=1"; !strings.Contains(ent.Reason, want) || strings.Contains(ent.Reason, "includes") {
+		t.Errorf("sync/end reason %q, want it to hold %q and no includes", ent.Reason, want)
 	}
 	if ent.Action != ActionSyncEnd || ent.Outcome != audit.OutcomeAllow {
 		t.Errorf("action %q outcome %q, want %q allow", ent.Action, ent.Outcome, ActionSyncEnd)

@@ -53,6 +53,9 @@ type stage struct {
 	// outcomes counts the search outcomes (warnings, information) the
 	// REST pages held and restSearch left out, in each search's first pass.
 	outcomes int
+	// includes counts the entries with search.mode include the REST
+	// pages held and restSearch left out, in each search's first pass.
+	includes int
 }
 
 func newStage(parent string, maxLine int) (*stage, error) {

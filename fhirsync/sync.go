@@ -34,7 +34,7 @@ type Event struct {
 	DeletesIgnored int
 	Types          map[string]int // resources per type
 	Binaries       int            // Binaries fetched by their attachment url (in Resources and Types too)
-	Skipped        fhirin.Skipped // entries left out on purpose (Result.Skipped)
+	Skipped        Skipped        // entries left out on purpose (Result.Skipped)
 	Requests       int            // HTTP requests sent, retries included
 	Duration       time.Duration
 	Err            error // nil: imported; else the cause (its message names paths only)
@@ -75,8 +75,23 @@ type Result struct {
 	// pages (warnings, information; an error fails the sync), and the
 	// entries the importer left out of the staged Bundles
 	// (Imported.Skipped: read requests, search outcomes of a Bundle the
-	// server holds as a resource).
-	Skipped fhirin.Skipped `json:"skipped"`
+	// server holds as a resource), and the entries a REST page added
+	// beside its matches (Skipped.Includes).
+	Skipped Skipped `json:"skipped"`
+}
+
+// Skipped counts the entries a sync left out on purpose: the importer's
+// kinds (fhirin.Skipped, its JSON fields inline) and the REST pages'
+// included entries.
+type Skipped struct {
+	fhirin.Skipped
+	// Includes are the entries of a REST search page with search.mode
+	// "include": resources the server added beside the search's matches
+	// (custos asks for no _include). They are not the searched type's
+	// matches; a resource of a type the sync covers is staged from that
+	// type's own search, one of a type it does not cover is not synced.
+	// Counted in each search's first pass only.
+	Includes int `json:"search_includes"`
 }
 
 // Syncer syncs one FHIR base. Its Run may be called repeatedly (a
@@ -240,7 +255,7 @@ func (s *Syncer) run(ctx context.Context, full bool, since time.Time, searched [
 		return res, c, err
 	}
 	res.Resources, res.Types = st.total(), st.counts
-	res.Skipped.Outcomes = st.outcomes
+	res.Skipped.Outcomes, res.Skipped.Includes = st.outcomes, st.includes
 	if err := st.finish(res.Next, stagedRequest(c.base)); err != nil {
 		return res, c, fmt.Errorf("staging: %w", err)
 	}

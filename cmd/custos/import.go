@@ -228,7 +228,7 @@ Examples:
 					repeated += fmt.Sprintf(", %d relabelled (labels changed)", rep.Relabelled)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "imported %d FHIR entries for tenant %s: %d created, %d updated, %d unchanged, %d retired%s (%d bytes)%s\n",
-					rep.Lines, tenant, rep.Created, rep.Updated, rep.Unchanged, rep.Retired, repeated, rep.Bytes, skippedText(fhirRep.Skipped))
+					rep.Lines, tenant, rep.Created, rep.Updated, rep.Unchanged, rep.Retired, repeated, rep.Bytes, skippedText(fhirRep.Skipped, 0))
 				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "imported %d lines: %d created, %d updated, %d unchanged (%d bytes)\n",
@@ -246,15 +246,17 @@ Examples:
 	return cmd
 }
 
-// skippedText is the import summary's account of the Bundle entries the
-// reader left out on purpose ("; skipped: 12 read requests (GET/HEAD), 3
-// search outcomes"), "" when it left out none.
-func skippedText(s fhirin.Skipped) string {
+// skippedText is the import or sync summary's account of the entries
+// left out on purpose ("; skipped: 12 read requests (GET/HEAD), 3 search
+// outcomes"; a sync's included entries, includes, too), "" when it left
+// out none.
+func skippedText(s fhirin.Skipped, includes int) string {
 	var kinds []string
 	for _, k := range []struct {
 		n         int
 		one, many string
-	}{{s.Reads, "read request", "read requests"}, {s.Outcomes, "search outcome", "search outcomes"}} {
+	}{{s.Reads, "read request", "read requests"}, {s.Outcomes, "search outcome", "search outcomes"},
+		{includes, "included entry (search.mode include)", "included entries (search.mode include)"}} {
 		switch {
 		case k.n == 1:
 			kinds = append(kinds, "1 "+k.one)

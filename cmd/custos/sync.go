@@ -301,7 +301,7 @@ func reportSync(cmd *cobra.Command, res fhirsync.Result, asJSON bool) error {
 		deleted += fmt.Sprintf("; %d deletions of resources not in the catalog ignored", res.DeletesIgnored)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "synced %d resources (%s) from %s in %s: %s, %s, %d requests%s%s\n",
-		res.Resources, deleted, res.Base, res.Duration.Round(time.Millisecond), res.Mode, kind, res.Requests, fetched, skippedText(res.Skipped))
+		res.Resources, deleted, res.Base, res.Duration.Round(time.Millisecond), res.Mode, kind, res.Requests, fetched, skippedText(res.Skipped.Skipped, res.Skipped.Includes))
 	return nil
 }
 

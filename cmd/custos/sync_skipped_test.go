@@ -13,7 +13,8 @@ import (
 )
 
 // skippedServer is a FHIR server (REST search only) whose Patient search
-// holds a Patient and a search outcome (a warning), and whose Bundle search
+// holds a Patient, a search outcome (a warning) and an Organization the
+// server included beside the match (search.mode include), and whose Bundle search
 // holds a batch Bundle the server stores as a resource: two read requests
 // (GET, HEAD) without a resource and a Patient to create.
 func skippedServer(t *testing.T) *httptest.Server {
@@ -23,6 +24,7 @@ func skippedServer(t *testing.T) *httptest.Server {
 			`"rest":[{"mode":"server","resource":[{"type":"Bundle","interaction":[{"code":"search-type"}]},{"type":"Patient","interaction":[{"code":"search-type"}]}]}]}`
 		outcome = `{"resource":{"resourceType":"OperationOutcome","issue":[{"severity":"warning","code":"informational","diagnostics":"search truncated to 1000"}]},"search":{"mode":"outcome"}}`
 		patient = `{"resource":{"resourceType":"Patient","id":"p1","meta":{"lastUpdated":"2026-12-01T10:00:00Z"},"gender":"female"},"search":{"mode":"match"}}`
+		include = `{"resource":{"resourceType":"Organization","id":"o1","name":"General"},"search":{"mode":"include"}}`
 		batch   = `{"resource":{"resourceType":"Bundle","id":"b1","meta":{"lastUpdated":"2026-12-01T10:00:00Z"},"type":"batch","entry":[` +
 			`{"request":{"method":"GET","url":"Patient/p1"}},{"request":{"method":"HEAD","url":"Patient/p1"}},` +
 			`{"fullUrl":"urn:uuid:0c3151bd-1cbf-4d64-b04d-cd9187a4c6e0","resource":{"resourceType":"Patient","gender":"male"},"request":{"method":"POST","url":"Patient"}}]},"search":{"mode":"match"}}`
@@ -33,7 +35,7 @@ func skippedServer(t *testing.T) *httptest.Server {
 		case "/fhir/metadata":
 			body = capability
 		case "/fhir/Patient":
-			body = `{"resourceType":"Bundle","type":"searchset","entry":[` + patient + `,` + outcome + `]}`
+			body = `{"resourceType":"Bundle","type":"searchset","entry":[` + patient + `,` + outcome + `,` + include + `]}`
 		case "/fhir/Bundle":
 			body = `{"resourceType":"Bundle","type":"searchset","entry":[` + batch + `]}`
 		default:
@@ -49,7 +51,8 @@ func skippedServer(t *testing.T) *httptest.Server {
 
 // TestSyncReportsSkippedEntries: what a sync leaves out on purpose is in its
 // report as in an import's (text '; skipped: ...', --json "skipped"): the
-// search outcome of a REST page, which the sync drops itself, and the read
+// search outcome and the included entry of a REST page, which the sync
+// drops itself, and the read
 // requests of a Bundle the server holds as a resource, which the import
 // leaves out. Before, the sync imported the rest and said nothing of them.
 func TestSyncReportsSkippedEntries(t *testing.T) {
@@ -65,7 +68,7 @@ func TestSyncReportsSkippedEntries(t *testing.T) {
 			t.Fatalf("custos %s: exit %d: %s", strings.Join(args, " "), code, errb.String())
 		}
 		if !asJSON {
-			const want = " requests; skipped: 2 read requests (GET/HEAD), 1 search outcome\n"
+			const want = " requests; skipped: 2 read requests (GET/HEAD), 1 search outcome, 1 included entry (search.mode include)\n"
 			if got := out.String(); !strings.HasPrefix(got, "synced 2 resources") || !strings.HasSuffix(got, want) {
 				t.Errorf("custos sync said %q, want 'synced 2 resources ...%s'", got, want)
 			}
@@ -79,5 +82,8 @@ func TestSyncReportsSkippedEntries(t *testing.T) {
 			t.Errorf("custos sync --json: %d resources synced, want 2 (the Patient and the Bundle)", rep.Resources)
 		}
 		checkSkippedJSON(t, "custos sync --json", out.Bytes(), 2, 1)
+		if rep.Skipped.Includes != 1 || !bytes.Contains(out.Bytes(), []byte(`"search_includes": 1`)) {
+			t.Errorf("custos sync --json: skipped %+v in %s, want search_includes 1", rep.Skipped, out.Bytes())
+		}
 	}
 }
