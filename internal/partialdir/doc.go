@@ -40,8 +40,9 @@
 //     Discard, and held until then (through Publish and Withdraw, so a
 //     directory renamed back stays locked until it is removed).
 //   - Calls out of order (Publish twice or after Discard, Withdraw before
-//     Publish or twice) return an error naming the step and change
-//     nothing; no call but Withdraw ever removes a published OUT.
+//     Publish, twice or after Discard, when the lock is gone) return an
+//     error naming the step and change nothing; no call but Withdraw ever
+//     removes a published OUT.
 //
 // New, Publish, Withdraw, Remake and GivenMode are the steps Staged is
 // made of.

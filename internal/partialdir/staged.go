@@ -93,9 +93,13 @@ func (s *Staged) Publish(check func(string) error) error {
 // after it (see the package Withdraw). When OUT was renamed back but not
 // removed, the partial directory is the command's again and Discard
 // removes it; when it was not renamed back, OUT stays published and the
-// error is a *NotTakenBackError. Only after Publish, once.
+// error is a *NotTakenBackError. Only after Publish, once, before
+// Discard (which releases the lock that keeps another command off OUT).
 func (s *Staged) Withdraw() error {
-	if s.state != published {
+	switch {
+	case s.release == nil:
+		return fmt.Errorf("partialdir: withdraw of %s after Discard", s.out)
+	case s.state != published:
 		return fmt.Errorf("partialdir: withdraw of %s, which is %s, not published", s.out, s.state)
 	}
 	err := Withdraw(s.out, s.dir, s.info, s.given)

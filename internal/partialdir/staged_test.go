@@ -138,6 +138,14 @@ func TestStagedLifecycle(t *testing.T) {
 		if locked(t, out) || *released != 1 {
 			t.Errorf("Discard after Publish: out still locked, or released %d times", *released)
 		}
+		// Unlocked now: taking OUT back could race another command's
+		// Stage of the same OUT, so it is refused, OUT kept.
+		if err := s.Withdraw(); err == nil || !strings.Contains(err.Error(), "after Discard") {
+			t.Errorf("Withdraw after Discard: %v, want an error saying so", err)
+		}
+		if got := entries(t, out); got != "f" {
+			t.Errorf("Withdraw after Discard: out holds %q, want f", got)
+		}
 	})
 
 	t.Run("publish refused leaves nothing", func(t *testing.T) {
