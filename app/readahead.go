@@ -31,7 +31,9 @@ var errReaderExited = errors.New("app: the FHIR reader stopped before the end of
 
 // readAhead runs an entry stream (the FHIR reader, fhirEntries) in a
 // goroutine of its own, ahead of the consumer (store.ImportEntries, which
-// adds the entries and commits the batches), through a bounded queue: at
+// adds the entries and commits the batches), and with it what the import
+// makes of each entry alone (its check and digests: EntryOptions.Preparer,
+// pure), through a bounded queue: at
 // most entries entries and, but for one entry, maxBytes content bytes
 // ahead, about one more batch (EntryOptions.BatchEntries, BatchBytes).
 //
@@ -57,6 +59,9 @@ type readAhead struct {
 	space    chan struct{} // the consumer took bytes off the queue (1 buffered)
 	maxBytes int64
 	queued   atomic.Int64 // content bytes in the queue
+	// prepare makes ahead, in the reader's goroutine, what the import
+	// makes of an entry alone (store.EntryOptions.Preparer); nil: none.
+	prepare func(*store.Entry)
 	// Of the reader's goroutine: whether it queued an entry since the
 	// consumer last settled the queue (settle).
 	unsettled bool
@@ -84,8 +89,10 @@ func newReadAhead(eo store.EntryOptions) *readAhead {
 	if bytes <= 0 {
 		bytes = store.DefaultBatchBytes
 	}
+	// Options the import refuses are refused by it: nothing is made ahead.
+	prepare, _ := eo.Preparer()
 	return &readAhead{queue: make(chan aheadItem, entries), stop: make(chan struct{}),
-		space: make(chan struct{}, 1), maxBytes: bytes}
+		space: make(chan struct{}, 1), maxBytes: bytes, prepare: prepare}
 }
 
 // run is seq read ahead: the returned stream starts seq's goroutine when
@@ -140,6 +147,9 @@ func (ra *readAhead) read(seq iter.Seq2[store.Entry, error], finished chan<- str
 		}
 	}()
 	for e, err := range seq {
+		if err == nil && ra.prepare != nil {
+			ra.prepare(&e)
+		}
 		if !ra.send(aheadItem{e: e, err: err}) {
 			break
 		}
