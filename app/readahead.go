@@ -32,10 +32,10 @@ var errReaderExited = errors.New("app: the FHIR reader stopped before the end of
 // readAhead runs an entry stream (the FHIR reader, fhirEntries) in a
 // goroutine of its own, ahead of the consumer (store.ImportEntries, which
 // adds the entries and commits the batches), and with it what the import
-// makes of each entry alone (its check and digests: EntryOptions.Preparer,
-// pure), through a bounded queue: at
-// most entries entries and, but for one entry, maxBytes content bytes
-// ahead, about one more batch (EntryOptions.BatchEntries, BatchBytes).
+// makes of each entry alone (its check and digests:
+// store.EntryOptions.Preparer, pure), through a bounded queue: at most
+// one batch of entries and, but for one entry, of content bytes ahead
+// (EntryOptions.BatchEntries, BatchBytes).
 //
 // The reader reads the catalog the consumer writes (its callbacks,
 // catalog). settle is the barrier that keeps what it reads what the
@@ -157,8 +157,15 @@ func (ra *readAhead) read(seq iter.Seq2[store.Entry, error], finished chan<- str
 	ra.ended = true
 }
 
-// send queues it, waiting for room; false when the consumer stopped.
+// send queues it, waiting for room; false when the consumer stopped
+// (checked first: a select with room in the queue as well would pick
+// either, and the reader would read on into a queue no one takes).
 func (ra *readAhead) send(it aheadItem) bool {
+	select {
+	case <-ra.stop:
+		return false
+	default:
+	}
 	n := int64(len(it.e.Body))
 	for q := ra.queued.Load(); q > 0 && q+n > ra.maxBytes; q = ra.queued.Load() {
 		select {
