@@ -34,8 +34,8 @@ var errReaderExited = errors.New("app: the FHIR reader stopped before the end of
 // adds the entries and commits the batches), and with it what the import
 // makes of each entry alone (its check and digests:
 // store.EntryOptions.Preparer, pure), through a bounded queue: at most
-// one batch of entries and, but for one entry, of content bytes ahead
-// (EntryOptions.BatchEntries, BatchBytes).
+// one batch of entries and of content bytes ahead (EntryOptions.BatchEntries,
+// BatchBytes), and a chunk being filled (a sixth of a default batch).
 //
 // The reader reads the catalog the consumer writes (its callbacks,
 // catalog). settle is the barrier that keeps what it reads what the
@@ -54,17 +54,24 @@ var errReaderExited = errors.New("app: the FHIR reader stopped before the end of
 // raised it. What the reader sets for its caller (fhirin.Options.Skipped)
 // is read only after that join.
 type readAhead struct {
-	queue    chan aheadItem
-	stop     chan struct{} // closed when the consumer stops taking entries
-	space    chan struct{} // the consumer took bytes off the queue (1 buffered)
-	maxBytes int64
-	queued   atomic.Int64 // content bytes in the queue
+	queue chan []aheadItem // chunks of up to chunk elements
+	// A chunk is queued when it holds chunk elements or chunkBytes
+	// content bytes, or ends with the stream's error or a barrier.
+	chunk      int
+	chunkBytes int64
+	stop       chan struct{} // closed when the consumer stops taking entries
+	space      chan struct{} // the consumer took bytes off the queue (1 buffered)
+	maxBytes   int64
+	queued     atomic.Int64 // content bytes in the queue
 	// prepare makes ahead, in the reader's goroutine, what the import
 	// makes of an entry alone (store.EntryOptions.Preparer); nil: none.
 	prepare func(*store.Entry)
-	// Of the reader's goroutine: whether it queued an entry since the
-	// consumer last settled the queue (settle).
-	unsettled bool
+	// Of the reader's goroutine: the chunk it fills (and its content
+	// bytes), and whether it queued an entry since the consumer last
+	// settled the queue (settle).
+	pending      []aheadItem
+	pendingBytes int64
+	unsettled    bool
 	// Set by the reader's goroutine before it ends, read by the consumer
 	// after the join: it panicked with p, or finished the stream.
 	panicked bool
@@ -73,12 +80,17 @@ type readAhead struct {
 }
 
 // aheadItem is an element of the queue: an entry of the stream, or a
-// barrier (ack not nil) the consumer closes when it takes it.
+// barrier (ack not nil) the consumer closes when it takes it. The reader
+// queues them in chunks (aheadChunk at most), so that the two goroutines
+// hand over a chunk, not each entry: one wake-up per chunk.
 type aheadItem struct {
 	e   store.Entry
 	err error
 	ack chan struct{}
 }
+
+// aheadChunk is how many elements the reader queues at once, at most.
+const aheadChunk = 16
 
 // newReadAhead returns a read-ahead bounded by one batch of eo.
 func newReadAhead(eo store.EntryOptions) *readAhead {
@@ -91,8 +103,10 @@ func newReadAhead(eo store.EntryOptions) *readAhead {
 	}
 	// Options the import refuses are refused by it: nothing is made ahead.
 	prepare, _ := eo.Preparer()
-	return &readAhead{queue: make(chan aheadItem, entries), stop: make(chan struct{}),
-		space: make(chan struct{}, 1), maxBytes: bytes, prepare: prepare}
+	chunk := min(aheadChunk, entries)
+	chunks := max(1, entries/chunk)
+	return &readAhead{queue: make(chan []aheadItem, chunks), chunk: chunk, chunkBytes: max(1, bytes/int64(chunks)),
+		stop: make(chan struct{}), space: make(chan struct{}, 1), maxBytes: bytes, prepare: prepare}
 }
 
 // run is seq read ahead: the returned stream starts seq's goroutine when
@@ -108,21 +122,23 @@ func (ra *readAhead) run(seq iter.Seq2[store.Entry, error]) iter.Seq2[store.Entr
 				panic(ra.p)
 			}
 		}()
-		for it := range ra.queue {
-			if it.ack != nil {
-				close(it.ack)
-				continue
-			}
-			ra.queued.Add(-int64(len(it.e.Body)))
-			select {
-			case ra.space <- struct{}{}:
-			default:
-			}
-			if slowConsumer != nil {
-				slowConsumer(len(ra.queue))
-			}
-			if !yield(it.e, it.err) {
-				return
+		for chunk := range ra.queue {
+			for i, it := range chunk {
+				if it.ack != nil {
+					close(it.ack)
+					continue
+				}
+				ra.queued.Add(-int64(len(it.e.Body)))
+				select {
+				case ra.space <- struct{}{}:
+				default:
+				}
+				if slowConsumer != nil {
+					slowConsumer(len(chunk) - i - 1 + len(ra.queue)*ra.chunk)
+				}
+				if !yield(it.e, it.err) {
+					return
+				}
 			}
 		}
 		<-finished
@@ -140,7 +156,9 @@ func (ra *readAhead) read(seq iter.Seq2[store.Entry, error], finished chan<- str
 	defer func() {
 		if !ra.ended {
 			// A panic (since Go 1.21 panic(nil) too recovers non-nil);
-			// nil is runtime.Goexit, which run reports as an error.
+			// nil is runtime.Goexit, which run reports as an error. The
+			// entries yielded before it reach the consumer first.
+			ra.flush()
 			if p := recover(); p != nil {
 				ra.panicked, ra.p = true, p
 			}
@@ -151,22 +169,40 @@ func (ra *readAhead) read(seq iter.Seq2[store.Entry, error], finished chan<- str
 			ra.prepare(&e)
 		}
 		if !ra.send(aheadItem{e: e, err: err}) {
-			break
+			ra.ended = true // the consumer stopped: nothing more to hand over
+			return
 		}
 	}
-	ra.ended = true
+	ra.ended = ra.flush()
 }
 
-// send queues it, waiting for room; false when the consumer stopped
-// (checked first: a select with room in the queue as well would pick
-// either, and the reader would read on into a queue no one takes).
+// send adds it to the chunk being filled, and queues the chunk when it
+// is full or it is the stream's error (flush); false when the consumer
+// stopped.
 func (ra *readAhead) send(it aheadItem) bool {
+	ra.pending = append(ra.pending, it)
+	ra.pendingBytes += int64(len(it.e.Body))
+	if len(ra.pending) < ra.chunk && ra.pendingBytes < ra.chunkBytes && it.err == nil {
+		return true
+	}
+	return ra.flush()
+}
+
+// flush queues the chunk being filled, waiting for room (at most
+// maxBytes content bytes queued, but for one chunk); false when the
+// consumer stopped (checked first: a select with room in the queue as
+// well would pick either, and the reader would read on into a queue no
+// one takes).
+func (ra *readAhead) flush() bool {
 	select {
 	case <-ra.stop:
 		return false
 	default:
 	}
-	n := int64(len(it.e.Body))
+	if len(ra.pending) == 0 {
+		return true
+	}
+	n := ra.pendingBytes
 	for q := ra.queued.Load(); q > 0 && q+n > ra.maxBytes; q = ra.queued.Load() {
 		select {
 		case <-ra.space:
@@ -176,8 +212,8 @@ func (ra *readAhead) send(it aheadItem) bool {
 	}
 	ra.queued.Add(n)
 	select {
-	case ra.queue <- it:
-		ra.unsettled = true
+	case ra.queue <- ra.pending:
+		ra.pending, ra.pendingBytes, ra.unsettled = nil, 0, true // the consumer has that chunk now
 		return true
 	case <-ra.stop:
 		return false
@@ -188,13 +224,11 @@ func (ra *readAhead) send(it aheadItem) bool {
 // the catalog, it returns once the consumer has taken and settled every
 // entry queued before (errStopped if the consumer stopped instead).
 func (ra *readAhead) settle() error {
-	if ra == nil || !ra.unsettled {
+	if ra == nil || !ra.unsettled && len(ra.pending) == 0 {
 		return nil
 	}
 	ack := make(chan struct{})
-	select {
-	case ra.queue <- aheadItem{ack: ack}:
-	case <-ra.stop:
+	if !ra.send(aheadItem{ack: ack}) || !ra.flush() {
 		return errStopped
 	}
 	select {

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,8 +323,8 @@ func TestReadAheadConsumerStopJoinsReader(t *testing.T) {
 	if n := readerGoroutines(); n != 0 {
 		t.Errorf("%d reader goroutines left after the consumer stopped", n)
 	}
-	if yielded > 5+8+1 {
-		t.Errorf("the reader yielded %d entries for a consumer that took 5 through a queue of 8", yielded)
+	if yielded > 5+3*8 {
+		t.Errorf("the reader yielded %d entries for a consumer that took 5 through a queue of 8 (the consumer's chunk, one queued, one filling)", yielded)
 	}
 }
 
@@ -468,5 +469,32 @@ func TestReadAheadReaderError(t *testing.T) {
 	}
 	if n := readerGoroutines(); n != 0 {
 		t.Errorf("%d reader goroutines left", n)
+	}
+}
+
+// The reader is at most about one batch of content bytes ahead of the
+// consumer (BatchBytes), whatever the batch's number of entries: a
+// batch's bytes queued, a chunk being filled (chunkBytes), an entry in
+// hand.
+func TestReadAheadBoundedByBytes(t *testing.T) {
+	const body = 1 << 10
+	var yielded atomic.Int64
+	big := func(yield func(store.Entry, error) bool) {
+		for i := range 400 {
+			yielded.Store(int64(i + 1))
+			if !yield(store.Entry{Type: "Binary", ID: fmt.Sprint(i), Body: make([]byte, body)}, nil) {
+				return
+			}
+		}
+	}
+	ra := newReadAhead(store.EntryOptions{BatchEntries: 96, BatchBytes: 10 * body})
+	took, most := int64(0), int64(0)
+	for range ra.run(big) {
+		took++
+		most = max(most, yielded.Load()-took)
+		time.Sleep(20 * time.Microsecond)
+	}
+	if limit := (10*body+ra.chunkBytes)/body + 2; most > limit || most < 2 {
+		t.Errorf("the reader was up to %d entries of %d bytes ahead: want at most %d (BatchBytes %d, a chunk of %d bytes, one in hand), and some", most, body, limit, 10*body, ra.chunkBytes)
 	}
 }
