@@ -71,12 +71,25 @@ func ImportFHIR(ctx context.Context, catalogPath, path string, o FHIRImport) (FH
 		return FHIRReport{}, err
 	}
 	eopts := store.EntryOptions{Namer: namer, Source: o.Source, Full: o.Full, Progress: o.Progress, LabelRules: fhirin.LabelRules}
-	var skipped fhirin.Skipped // set by the read whose stream the catalog took whole
+	if tuneEntries != nil {
+		tuneEntries(&eopts)
+	}
+	// Set by the read whose stream the catalog took whole; read after the
+	// import returned, when the reader's goroutine was joined (readAhead).
+	var skipped fhirin.Skipped
 	rep, err := store.ImportEntriesStagedFrom(ctx, catalogPath, func(st *store.Store) iter.Seq2[store.Entry, error] {
-		opts := fhirin.Options{Link: namer.Link, Logger: o.Logger, StoredBinary: storedBinary(st, namer),
-			PlaceBinary: placeBinary(st, namer), PlaceContext: placeContext(st, namer, eopts), Complete: o.Full,
-			Match: matchResources(ctx, st, namer, cmp.Or(o.Source, store.DefaultSource)), Skipped: &skipped}
-		return fhirEntries(ctx, path, opts)
+		var ra *readAhead // nil: the serial path, the reader in the consumer's goroutine
+		if readAheadOn {
+			ra = newReadAhead(eopts)
+		}
+		cat := settledCatalog{st, ra} // every read of the catalog by the reader waits at the barrier
+		opts := fhirin.Options{Link: namer.Link, Logger: o.Logger, StoredBinary: storedBinary(cat, namer),
+			PlaceBinary: placeBinary(cat, namer), PlaceContext: placeContext(cat, namer, eopts), Complete: o.Full,
+			Match: matchResources(ctx, cat, namer, cmp.Or(o.Source, store.DefaultSource)), Skipped: &skipped}
+		if ra == nil {
+			return fhirEntries(ctx, path, opts)
+		}
+		return ra.run(fhirEntries(ctx, path, opts))
 	}, eopts, store.Options{DataKeys: o.DataKeys, Timeout: o.Timeout, Logger: o.Logger})
 	if err != nil {
 		return FHIRReport{}, err
@@ -93,7 +106,7 @@ func ImportFHIR(ctx context.Context, catalogPath, path string, o FHIRImport) (FH
 // tenant, patient and Binary, so a Binary of another patient or tenant,
 // or a retired one, is simply not found: the answer is the same as for
 // one that never existed.
-func storedBinary(st *store.Store, namer *store.Namer) func(id, patient string) ([]string, bool, error) {
+func storedBinary(st catalog, namer *store.Namer) func(id, patient string) ([]string, bool, error) {
 	return func(id, patient string) ([]string, bool, error) {
 		uri := namer.Link("Binary", id, patient)
 		if uri == "" {
@@ -120,7 +133,7 @@ func storedBinary(st *store.Store, namer *store.Namer) func(id, patient string) 
 // as for one that never existed. A live Binary whose URI is not the one
 // its labels' patient names is an error (fail closed: the catalog
 // contradicts itself).
-func placeBinary(st *store.Store, namer *store.Namer) func(id string) (string, []string, bool, error) {
+func placeBinary(st catalog, namer *store.Namer) func(id string) (string, []string, bool, error) {
 	place := placeResource(st, namer, "")
 	return func(id string) (string, []string, bool, error) { return place("Binary", id) }
 }
@@ -130,7 +143,7 @@ func placeBinary(st *store.Store, namer *store.Namer) func(id string) (string, [
 // namer's tenant is live in the catalog copy, and if so its source patient
 // id and own sensitivity labels. A resource of source retired (not "") is
 // not live: the import being read retires it.
-func placeResource(st *store.Store, namer *store.Namer, retired string) func(typ, id string) (string, []string, bool, error) {
+func placeResource(st catalog, namer *store.Namer, retired string) func(typ, id string) (string, []string, bool, error) {
 	return func(typ, id string) (string, []string, bool, error) {
 		u, err := namer.URI(typ, id, "")
 		if err != nil {
@@ -160,7 +173,7 @@ func placeResource(st *store.Store, namer *store.Namer, retired string) func(typ
 // takes its compartment and labels as in an incremental import. Until
 // 2026-12-06 (574ee43) a full import asked nothing, and a Binary naming an
 // HIV-labelled resource of another source was stored without hiv.
-func placeContext(st *store.Store, namer *store.Namer, eo store.EntryOptions) func(typ, id string) (string, []string, bool, error) {
+func placeContext(st catalog, namer *store.Namer, eo store.EntryOptions) func(typ, id string) (string, []string, bool, error) {
 	if !eo.Full {
 		return placeResource(st, namer, "")
 	}
@@ -181,7 +194,7 @@ func placeContext(st *store.Store, namer *store.Namer, eo store.EntryOptions) fu
 // (a manifest's: its URI is not the key's name of its body's id; or one
 // of a streaming import older than sources) is never found: see
 // docs/import.md, "Conditional updates and creates".
-func matchResources(ctx context.Context, st *store.Store, namer *store.Namer, source string) func(typ string, q fhirin.Search) ([]fhirin.Found, error) {
+func matchResources(ctx context.Context, st catalog, namer *store.Namer, source string) func(typ string, q fhirin.Search) ([]fhirin.Found, error) {
 	byType := map[string][]identified{}
 	return func(typ string, q fhirin.Search) ([]fhirin.Found, error) {
 		if q.ID != "" {
@@ -229,7 +242,7 @@ type identified struct {
 
 // identifiedOf reads the live resources of typ of namer's tenant and
 // source in st (matchResources).
-func identifiedOf(ctx context.Context, st *store.Store, namer *store.Namer, source, typ string) ([]identified, error) {
+func identifiedOf(ctx context.Context, st catalog, namer *store.Namer, source, typ string) ([]identified, error) {
 	lower := strings.ToLower(typ)
 	var out []identified
 	for after := ""; ; {

@@ -252,6 +252,16 @@
 //     bucket: about a seventh of a first import's CPU).
 //     TestBlankImportSkipsLookupsAlike holds the catalog alike, every
 //     bucket key for key, with and without the skip.
+//   - Entries made ahead: what ImportEntries makes of an entry alone
+//     (prepareEntry: its URI and keyed id, checkEntry, digests, link ids,
+//     or its problem) is pure, and a stream may make it ahead in another
+//     goroutine (EntryOptions.Preparer; app.ImportFHIR's reader does); the
+//     import takes it only when made with its own Namer and Source, and
+//     makes it itself otherwise. TestPreparedEntriesImportAlike holds the
+//     catalog and the problems alike, every bucket key for key. Between
+//     two entries of its stream ImportEntries touches the store no more:
+//     it takes an entry and makes every commit it triggers before it asks
+//     for the next (the barrier of app's read-ahead relies on it).
 //   - Stored Binaries: a stored entry (Entry.Stored, stored.go) never
 //     changes a Binary's content or metadata; it only adds labels, and the
 //     import fails unless the Binary is live under the entry's URI (same

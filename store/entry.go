@@ -111,6 +111,10 @@ type Entry struct {
 	// The same content again is Unchanged, so a re-import of the same
 	// input is. Ignored for a deletion, a Kept or a Stored entry.
 	NoOverwrite string
+
+	// prepared is what ImportEntries makes of the entry alone, made ahead
+	// (EntryOptions.Preparer); nil: made when the import takes it.
+	prepared *preparedEntry
 }
 
 // Carrier names the resource an attachment was lifted out of.

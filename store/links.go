@@ -39,10 +39,10 @@ type touchedSet map[[16]byte]struct{}
 
 // linkIDs are the keyed ids of the Binaries e names (Entry.Links), without
 // repeats; the problem if one cannot be named.
-func (imp *entryImport) linkIDs(e *Entry) ([][16]byte, string) {
+func linkIDs(namer *Namer, e *Entry) ([][16]byte, string) {
 	var out [][16]byte
 	for _, id := range e.Links {
-		u, err := imp.opts.Namer.URI("Binary", id, "")
+		u, err := namer.URI("Binary", id, "")
 		if err != nil {
 			return nil, "links: " + strings.TrimPrefix(err.Error(), "store: ")
 		}

@@ -118,6 +118,13 @@ const noEntries = "no entries: the input holds no resource and no deletion, only
 // a scratch copy and replaces the catalog only with a complete, verified
 // copy; ImportEntries is its building block.
 //
+// ImportEntries takes an entry, and makes every commit it triggers,
+// before it asks the stream for the next one, and while it waits for that
+// one it touches the store no more: a stream that reads the store between
+// its elements (app.ImportFHIR's reader, read ahead in a goroutine of its
+// own behind a barrier) sees every batch its earlier entries ended
+// committed, and no write transaction open.
+//
 // Every entry is named by the Namer (keyed ids; never a source id in a URI,
 // name, title or description) and checked (checkEntry: FHIR JSON whose
 // resourceType is the entry's type, attachment bytes matching their MIME
@@ -641,55 +648,19 @@ func (imp *entryImport) begin() error {
 // add validates entry number n and queues it; false when the problem list
 // is full.
 func (imp *entryImport) add(e *Entry, n int) bool {
-	where := e.Where
-	if where == "" {
-		where = "entry " + strconv.Itoa(n)
+	p := e.prepared
+	if p == nil || p.namer != imp.opts.Namer || p.source != imp.opts.Source {
+		p = prepareEntry(e, n, imp.opts.Namer, imp.opts.Source)
 	}
-	u, err := imp.opts.Namer.URI(e.Type, e.ID, e.Patient)
-	if err != nil {
-		return imp.probs.add(where, strings.TrimPrefix(err.Error(), "store: "))
+	if p.prob != nil {
+		return imp.probs.addError(p.prob)
 	}
-	id := uuid.MustParse(u.ID)
+	u, id, where, occ, rec := p.u, p.id, p.where, p.occ, p.rec
 	switch {
 	case e.Kept:
 		return imp.addKept(e, u, id, where, n)
 	case e.Stored:
 		return imp.addStored(e, u, id, where)
-	}
-	occ := occurrence{where: where}
-	var rec entryRecord
-	if !e.Deleted {
-		var prob *EntryError
-		if rec, prob = checkEntry(e, u, imp.opts.Source); prob != nil {
-			prob.Where = where
-			return imp.probs.addError(prob)
-		}
-		if e.Type == TypeAttachmentSource && e.Carrier.ID != "" {
-			cu, err := imp.opts.Namer.URI(e.Carrier.Type, e.Carrier.ID, "")
-			if err != nil {
-				return imp.probs.add(where, "carrier: "+strings.TrimPrefix(err.Error(), "store: "))
-			}
-			rec.carrier = uuid.MustParse(cu.ID)
-		}
-		rec.digest = sha256.Sum256(e.Body)
-		rec.optOut = e.OptOut && e.Type == "Consent" && u.Patient != ""
-		rec.vipHint = slices.Contains(e.PatientWide, SensitivityVIP) && u.Patient != ""
-		rec.binary = e.Type == "Binary"
-		rec.noOverwrite = e.NoOverwrite
-		if u.Scheme == SchemeFHIR {
-			var prob string
-			if rec.links, prob = imp.linkIDs(e); prob != "" {
-				return imp.probs.add(where, prob)
-			}
-		}
-		meta, err := metaDigest(rec.res)
-		if err != nil {
-			return imp.probs.add(where, err.Error())
-		}
-		occ.meta, occ.content = meta, rec.digest
-		if u.Patient != "" {
-			occ.patient = uuid.MustParse(u.Patient)
-		}
 	}
 	if first, dup := imp.pending[id]; dup {
 		rel, reason := first.occ.compare(occ)
@@ -718,6 +689,99 @@ func (imp *entryImport) add(e *Entry, n int) bool {
 	imp.batch = append(imp.batch, rec)
 	imp.batchBytes += int64(len(e.Body))
 	return true
+}
+
+// preparedEntry is what add makes of an entry from the entry alone and
+// the import's namer and source, before it looks at the catalog or at
+// earlier entries: its URI and keyed id, its Where, and, unless it is
+// Kept, Stored or Deleted, its checked record (checkEntry) and
+// occurrence; or its problem. Pure (no I/O, no state of the import), so
+// that a stream may make it ahead of the import, in another goroutine
+// (EntryOptions.Preparer).
+type preparedEntry struct {
+	namer  *Namer
+	source string
+	u      URI
+	id     [16]byte
+	where  string
+	occ    occurrence
+	rec    entryRecord
+	prob   *EntryError // the entry's problem (Where set); nothing else is
+}
+
+// prepareEntry is the preparedEntry of entry number n under namer and
+// source.
+func prepareEntry(e *Entry, n int, namer *Namer, source string) *preparedEntry {
+	p := &preparedEntry{namer: namer, source: source, where: e.Where}
+	if p.where == "" {
+		p.where = "entry " + strconv.Itoa(n)
+	}
+	problem := func(reason string) *preparedEntry {
+		p.prob = &EntryError{Where: p.where, Reason: reason}
+		return p
+	}
+	u, err := namer.URI(e.Type, e.ID, e.Patient)
+	if err != nil {
+		return problem(strings.TrimPrefix(err.Error(), "store: "))
+	}
+	p.u, p.id, p.occ = u, uuid.MustParse(u.ID), occurrence{where: p.where}
+	if e.Kept || e.Stored || e.Deleted {
+		return p
+	}
+	rec, prob := checkEntry(e, u, source)
+	if prob != nil {
+		prob.Where = p.where
+		p.prob = prob
+		return p
+	}
+	if e.Type == TypeAttachmentSource && e.Carrier.ID != "" {
+		cu, err := namer.URI(e.Carrier.Type, e.Carrier.ID, "")
+		if err != nil {
+			return problem("carrier: " + strings.TrimPrefix(err.Error(), "store: "))
+		}
+		rec.carrier = uuid.MustParse(cu.ID)
+	}
+	rec.digest = sha256.Sum256(e.Body)
+	rec.optOut = e.OptOut && e.Type == "Consent" && u.Patient != ""
+	rec.vipHint = slices.Contains(e.PatientWide, SensitivityVIP) && u.Patient != ""
+	rec.binary = e.Type == "Binary"
+	rec.noOverwrite = e.NoOverwrite
+	if u.Scheme == SchemeFHIR {
+		var prob string
+		if rec.links, prob = linkIDs(namer, e); prob != "" {
+			return problem(prob)
+		}
+	}
+	meta, err := metaDigest(rec.res)
+	if err != nil {
+		return problem(err.Error())
+	}
+	p.occ.meta, p.occ.content = meta, rec.digest
+	if u.Patient != "" {
+		p.occ.patient = uuid.MustParse(u.Patient)
+	}
+	p.rec = rec
+	return p
+}
+
+// Preparer returns the function that makes, for an entry of an import
+// with these options, what ImportEntries makes of it from the entry alone
+// (preparedEntry: its URI, its check, its digests), and keeps it with
+// the entry: ImportEntries with the same Namer and Source then takes it
+// as made instead of making it again. It is pure and safe to call from
+// another goroutine than the import's, so a stream can make it while the
+// import commits an earlier batch (app.ImportFHIR's read-ahead). The
+// entry must not change afterwards; one without a Where is left as it is
+// (its Where is its number in the stream).
+func (o EntryOptions) Preparer() (func(*Entry), error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return func(e *Entry) {
+		if e.Where != "" {
+			e.prepared = prepareEntry(e, 0, o.Namer, o.Source)
+		}
+	}, nil
 }
 
 // metaDigest is SHA-256 of the catalog record r would get, without its
