@@ -51,7 +51,9 @@ var errReaderExited = errors.New("app: the FHIR reader stopped before the end of
 // however it ends (the stream's end or error, the consumer stopping or
 // panicking); a panic of the reader is raised again in the consumer's
 // goroutine after the entries queued before it, where the serial path
-// raised it. What the reader sets for its caller (fhirin.Options.Skipped)
+// raised it, and only if the consumer took them all (one past where the
+// consumer stopped or panicked the serial path never reached: the
+// consumer's error or panic stands). What the reader sets for its caller (fhirin.Options.Skipped)
 // is read only after that join.
 type readAhead struct {
 	queue chan []aheadItem // chunks of up to chunk elements
@@ -118,9 +120,6 @@ func (ra *readAhead) run(seq iter.Seq2[store.Entry, error]) iter.Seq2[store.Entr
 		defer func() {
 			close(ra.stop)
 			<-finished
-			if ra.panicked {
-				panic(ra.p)
-			}
 		}()
 		for chunk := range ra.queue {
 			for i, it := range chunk {
@@ -142,7 +141,14 @@ func (ra *readAhead) run(seq iter.Seq2[store.Entry, error]) iter.Seq2[store.Entr
 			}
 		}
 		<-finished
-		if !ra.ended && !ra.panicked {
+		switch {
+		case ra.panicked:
+			// Only here, once the consumer took every entry queued
+			// before the panic, where the serial path raised it: a
+			// consumer that stopped or panicked first never reached it
+			// there, and its own error or panic stands.
+			panic(ra.p)
+		case !ra.ended:
 			yield(store.Entry{}, errReaderExited)
 		}
 	}

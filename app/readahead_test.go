@@ -394,20 +394,22 @@ func TestReadAheadCancelled(t *testing.T) {
 	}
 }
 
+// panickingReader yields three Observations, then panics "reader bug".
+func panickingReader(yield func(store.Entry, error) bool) {
+	for i := range 3 {
+		if !yield(store.Entry{Type: "Observation", ID: fmt.Sprint(i)}, nil) {
+			return
+		}
+	}
+	panic("reader bug")
+}
+
 // A panic of the reader reaches the consumer's goroutine after the
 // entries yielded before it, as in the serial path, where whatever
 // recovers it there (net/http, serving the admin socket's POST /v1/sync)
 // recovers it; the reader's goroutine is gone. A reader that exits
 // (runtime.Goexit) ends the stream with an error, never as if complete.
 func TestReadAheadReaderPanic(t *testing.T) {
-	panicking := func(yield func(store.Entry, error) bool) {
-		for i := range 3 {
-			if !yield(store.Entry{Type: "Observation", ID: fmt.Sprint(i)}, nil) {
-				return
-			}
-		}
-		panic("reader bug")
-	}
 	consume := func(seq iter.Seq2[store.Entry, error]) (took int, p any) {
 		defer func() { p = recover() }()
 		for _, err := range seq {
@@ -418,8 +420,8 @@ func TestReadAheadReaderPanic(t *testing.T) {
 		}
 		return took, nil
 	}
-	serialTook, serialP := consume(panicking)
-	took, p := consume(newReadAhead(store.EntryOptions{}).run(panicking))
+	serialTook, serialP := consume(panickingReader)
+	took, p := consume(newReadAhead(store.EntryOptions{}).run(panickingReader))
 	if took != serialTook || p != serialP || p != "reader bug" {
 		t.Errorf("read ahead: %d entries then panic %v; serial: %d then %v", took, p, serialTook, serialP)
 	}
@@ -496,5 +498,38 @@ func TestReadAheadBoundedByBytes(t *testing.T) {
 	}
 	if limit := (10*body+ra.chunkBytes)/body + 2; most > limit || most < 2 {
 		t.Errorf("the reader was up to %d entries of %d bytes ahead: want at most %d (BatchBytes %d, a chunk of %d bytes, one in hand), and some", most, body, limit, 10*body, ra.chunkBytes)
+	}
+}
+
+// A reader that panics past where the consumer stopped (an error, too
+// many problems) or panicked: the serial path never reached the panic,
+// and the consumer's own end stands. Read ahead, the reader reaches it
+// first; raised again in the consumer's goroutine it turned a failed
+// import's error into a panic, and replaced the consumer's own panic.
+// (Its three entries fill no chunk: they reach the consumer only once
+// the reader panicked.)
+func TestReadAheadReaderPanicPastConsumerStop(t *testing.T) {
+	stops := func(seq iter.Seq2[store.Entry, error]) (p any) {
+		defer func() { p = recover() }()
+		for range seq {
+			break
+		}
+		return nil
+	}
+	panics := func(seq iter.Seq2[store.Entry, error]) (p any) {
+		defer func() { p = recover() }()
+		for range seq {
+			panic("consumer bug")
+		}
+		return nil
+	}
+	for name, consume := range map[string]func(iter.Seq2[store.Entry, error]) any{"stops": stops, "panics": panics} {
+		serial, ahead := consume(panickingReader), consume(newReadAhead(store.EntryOptions{}).run(panickingReader))
+		if ahead != serial {
+			t.Errorf("a consumer that %s: read ahead it ends with panic %v, serial with %v", name, ahead, serial)
+		}
+		if n := readerGoroutines(); n != 0 {
+			t.Errorf("%d reader goroutines left", n)
+		}
 	}
 }
