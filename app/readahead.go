@@ -62,9 +62,15 @@ type readAhead struct {
 	chunk      int
 	chunkBytes int64
 	stop       chan struct{} // closed when the consumer stops taking entries
-	space      chan struct{} // the consumer took bytes off the queue (1 buffered)
-	maxBytes   int64
-	queued     atomic.Int64 // content bytes in the queue
+	// cancel, if not nil, cancels the reader's context when the consumer
+	// stops: a reader learns of the stop (stop) only when it next queues
+	// an entry or settles, and one that yields nothing for a long stretch
+	// (entries it leaves out) read on to the end of its input, while the
+	// serial path stopped at once (TestReadAheadConsumerStopEndsTheRead).
+	cancel   context.CancelFunc
+	space    chan struct{} // the consumer took bytes off the queue (1 buffered)
+	maxBytes int64
+	queued   atomic.Int64 // content bytes in the queue
 	// prepare makes ahead, in the reader's goroutine, what the import
 	// makes of an entry alone (store.EntryOptions.Preparer); nil: none.
 	prepare func(*store.Entry)
@@ -119,6 +125,9 @@ func (ra *readAhead) run(seq iter.Seq2[store.Entry, error]) iter.Seq2[store.Entr
 		go ra.read(seq, finished)
 		defer func() {
 			close(ra.stop)
+			if ra.cancel != nil {
+				ra.cancel()
+			}
 			<-finished
 		}()
 		for chunk := range ra.queue {

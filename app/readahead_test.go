@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -527,6 +528,54 @@ func TestReadAheadReaderPanicPastConsumerStop(t *testing.T) {
 		serial, ahead := consume(panickingReader), consume(newReadAhead(store.EntryOptions{}).run(panickingReader))
 		if ahead != serial {
 			t.Errorf("a consumer that %s: read ahead it ends with panic %v, serial with %v", name, ahead, serial)
+		}
+		if n := readerGoroutines(); n != 0 {
+			t.Errorf("%d reader goroutines left", n)
+		}
+	}
+}
+
+// A consumer that stops stops the reader's read too, where the reader
+// yields nothing for a long stretch (here 60,000 read requests of a
+// batch Bundle, left out): the reader learnt of the stop only when it
+// next queued an entry, and read the rest of its input, at the end
+// logging a complete read ("fhirin: read") of an import that had
+// failed, which the serial path, stopped at once, never did.
+func TestReadAheadConsumerStopEndsTheRead(t *testing.T) {
+	f := newLinkFixture(t)
+	if _, err := ImportFHIR(context.Background(), f.cat, f.dir(map[string][]string{"Patient": {lnkPat}}), FHIRImport{Tenant: f.tenant, IDKey: f.key, Source: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	// Another source's Patient and more than a batch of new ones (the
+	// first batch's commit fails), then the Bundle.
+	lines := []string{lnkPat}
+	for i := range store.DefaultBatchEntries + 8 {
+		lines = append(lines, fmt.Sprintf(`{"resourceType":"Patient","id":"n%d"}`, i))
+	}
+	dir := f.dir(map[string][]string{"Patient": lines})
+	var reads strings.Builder
+	reads.WriteString(`{"resourceType":"Bundle","type":"batch","entry":[`)
+	for i := range 60000 {
+		if i > 0 {
+			reads.WriteByte(',')
+		}
+		fmt.Fprintf(&reads, `{"request":{"method":"GET","url":"Patient/x%d"}}`, i)
+	}
+	reads.WriteString("]}")
+	if err := os.WriteFile(filepath.Join(dir, "reads.json"), []byte(reads.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer func(on bool) { readAheadOn = on }(readAheadOn)
+	for _, on := range []bool{false, true} {
+		readAheadOn = on
+		var log strings.Builder
+		_, err := ImportFHIR(context.Background(), f.cat, dir, FHIRImport{Tenant: f.tenant, IDKey: f.key,
+			Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if err == nil || !strings.Contains(err.Error(), "source") {
+			t.Fatalf("read ahead %v: err = %v, want the other source's Patient refused", on, err)
+		}
+		if strings.Contains(log.String(), "fhirin: read") {
+			t.Errorf("read ahead %v: the reader read its input to the end after the import failed:\n%s", on, log.String())
 		}
 		if n := readerGoroutines(); n != 0 {
 			t.Errorf("%d reader goroutines left", n)
