@@ -53,8 +53,8 @@ var errReaderExited = errors.New("app: the FHIR reader stopped before the end of
 // goroutine after the entries queued before it, where the serial path
 // raised it, and only if the consumer took them all (one past where the
 // consumer stopped or panicked the serial path never reached: the
-// consumer's error or panic stands). What the reader sets for its caller (fhirin.Options.Skipped)
-// is read only after that join.
+// consumer's error or panic stands). What the reader sets for its caller
+// (fhirin.Options.Skipped) is read only after that join.
 type readAhead struct {
 	queue chan []aheadItem // chunks of up to chunk elements
 	// A chunk is queued when it holds chunk elements or chunkBytes
@@ -64,9 +64,9 @@ type readAhead struct {
 	stop       chan struct{} // closed when the consumer stops taking entries
 	// cancel, if not nil, cancels the reader's context when the consumer
 	// stops: a reader learns of the stop (stop) only when it next queues
-	// an entry or settles, and one that yields nothing for a long stretch
-	// (entries it leaves out) read on to the end of its input, while the
-	// serial path stopped at once (TestReadAheadConsumerStopEndsTheRead).
+	// an entry or settles, so one that yields nothing for a long stretch
+	// (entries it leaves out) would read on to the end of its input, while
+	// the serial path stops at once (TestReadAheadConsumerStopEndsTheRead).
 	cancel   context.CancelFunc
 	space    chan struct{} // the consumer took bytes off the queue (1 buffered)
 	maxBytes int64
