@@ -87,11 +87,16 @@
 //     (fhirin.Item.Body), so nothing queued aliases a buffer the reader
 //     reuses. The reader's goroutine is joined before the import returns,
 //     however it ends (the end, a read error, a consumer error or too
-//     many problems, cancellation); a panic of the reader is raised again
+//     many problems, cancellation), and the consumer's stop cancels the
+//     reader's context, so that it stops reading at once, as the serial
+//     path did, even where it yields nothing for a while; a panic of the reader is raised again
 //     in the consumer's goroutine after the entries queued before it, as
 //     the serial path raised it there (the admin socket's net/http server
-//     recovers one in a POST /v1/sync); what the reader sets for the
-//     caller (fhirin.Options.Skipped) is read after the join.
+//     recovers one in a POST /v1/sync), and only if the consumer took them
+//     all: one past where the consumer stopped or panicked, which the
+//     serial path never reached, leaves the consumer's error or panic as
+//     it is (TestReadAheadReaderPanicPastConsumerStop); what the reader
+//     sets for the caller (fhirin.Options.Skipped) is read after the join.
 //
 // The package reads the files its Options name (catalog, audit log, policy,
 // principal and token files, TLS certificates), never flags, environment

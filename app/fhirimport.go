@@ -77,19 +77,25 @@ func ImportFHIR(ctx context.Context, catalogPath, path string, o FHIRImport) (FH
 	// Set by the read whose stream the catalog took whole; read after the
 	// import returned, when the reader's goroutine was joined (readAhead).
 	var skipped fhirin.Skipped
+	// The reader's context: read ahead, the consumer's stop cancels it,
+	// so that a reader that yields nothing for a while (entries it leaves
+	// out) stops at once, as in the serial path (readAhead.cancel).
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	rep, err := store.ImportEntriesStagedFrom(ctx, catalogPath, func(st *store.Store) iter.Seq2[store.Entry, error] {
 		var ra *readAhead // nil: the serial path, the reader in the consumer's goroutine
 		if readAheadOn {
 			ra = newReadAhead(eopts)
+			ra.cancel = cancel
 		}
 		cat := settledCatalog{st, ra} // every read of the catalog by the reader waits at the barrier
 		opts := fhirin.Options{Link: namer.Link, Logger: o.Logger, StoredBinary: storedBinary(cat, namer),
 			PlaceBinary: placeBinary(cat, namer), PlaceContext: placeContext(cat, namer, eopts), Complete: o.Full,
-			Match: matchResources(ctx, cat, namer, cmp.Or(o.Source, store.DefaultSource)), Skipped: &skipped}
+			Match: matchResources(rctx, cat, namer, cmp.Or(o.Source, store.DefaultSource)), Skipped: &skipped}
 		if ra == nil {
-			return fhirEntries(ctx, path, opts)
+			return fhirEntries(rctx, path, opts)
 		}
-		return ra.run(fhirEntries(ctx, path, opts))
+		return ra.run(fhirEntries(rctx, path, opts))
 	}, eopts, store.Options{DataKeys: o.DataKeys, Timeout: o.Timeout, Logger: o.Logger})
 	if err != nil {
 		return FHIRReport{}, err

@@ -51,8 +51,10 @@ var errReaderExited = errors.New("app: the FHIR reader stopped before the end of
 // however it ends (the stream's end or error, the consumer stopping or
 // panicking); a panic of the reader is raised again in the consumer's
 // goroutine after the entries queued before it, where the serial path
-// raised it. What the reader sets for its caller (fhirin.Options.Skipped)
-// is read only after that join.
+// raised it, and only if the consumer took them all (one past where the
+// consumer stopped or panicked the serial path never reached: the
+// consumer's error or panic stands). What the reader sets for its caller
+// (fhirin.Options.Skipped) is read only after that join.
 type readAhead struct {
 	queue chan []aheadItem // chunks of up to chunk elements
 	// A chunk is queued when it holds chunk elements or chunkBytes
@@ -60,9 +62,15 @@ type readAhead struct {
 	chunk      int
 	chunkBytes int64
 	stop       chan struct{} // closed when the consumer stops taking entries
-	space      chan struct{} // the consumer took bytes off the queue (1 buffered)
-	maxBytes   int64
-	queued     atomic.Int64 // content bytes in the queue
+	// cancel, if not nil, cancels the reader's context when the consumer
+	// stops: a reader learns of the stop (stop) only when it next queues
+	// an entry or settles, so one that yields nothing for a long stretch
+	// (entries it leaves out) would read on to the end of its input, while
+	// the serial path stops at once (TestReadAheadConsumerStopEndsTheRead).
+	cancel   context.CancelFunc
+	space    chan struct{} // the consumer took bytes off the queue (1 buffered)
+	maxBytes int64
+	queued   atomic.Int64 // content bytes in the queue
 	// prepare makes ahead, in the reader's goroutine, what the import
 	// makes of an entry alone (store.EntryOptions.Preparer); nil: none.
 	prepare func(*store.Entry)
@@ -117,10 +125,10 @@ func (ra *readAhead) run(seq iter.Seq2[store.Entry, error]) iter.Seq2[store.Entr
 		go ra.read(seq, finished)
 		defer func() {
 			close(ra.stop)
-			<-finished
-			if ra.panicked {
-				panic(ra.p)
+			if ra.cancel != nil {
+				ra.cancel()
 			}
+			<-finished
 		}()
 		for chunk := range ra.queue {
 			for i, it := range chunk {
@@ -142,7 +150,14 @@ func (ra *readAhead) run(seq iter.Seq2[store.Entry, error]) iter.Seq2[store.Entr
 			}
 		}
 		<-finished
-		if !ra.ended && !ra.panicked {
+		switch {
+		case ra.panicked:
+			// Only here, once the consumer took every entry queued
+			// before the panic, where the serial path raised it: a
+			// consumer that stopped or panicked first never reached it
+			// there, and its own error or panic stands.
+			panic(ra.p)
+		case !ra.ended:
 			yield(store.Entry{}, errReaderExited)
 		}
 	}

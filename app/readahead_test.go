@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -394,20 +395,22 @@ func TestReadAheadCancelled(t *testing.T) {
 	}
 }
 
+// panickingReader yields three Observations, then panics "reader bug".
+func panickingReader(yield func(store.Entry, error) bool) {
+	for i := range 3 {
+		if !yield(store.Entry{Type: "Observation", ID: fmt.Sprint(i)}, nil) {
+			return
+		}
+	}
+	panic("reader bug")
+}
+
 // A panic of the reader reaches the consumer's goroutine after the
 // entries yielded before it, as in the serial path, where whatever
 // recovers it there (net/http, serving the admin socket's POST /v1/sync)
 // recovers it; the reader's goroutine is gone. A reader that exits
 // (runtime.Goexit) ends the stream with an error, never as if complete.
 func TestReadAheadReaderPanic(t *testing.T) {
-	panicking := func(yield func(store.Entry, error) bool) {
-		for i := range 3 {
-			if !yield(store.Entry{Type: "Observation", ID: fmt.Sprint(i)}, nil) {
-				return
-			}
-		}
-		panic("reader bug")
-	}
 	consume := func(seq iter.Seq2[store.Entry, error]) (took int, p any) {
 		defer func() { p = recover() }()
 		for _, err := range seq {
@@ -418,8 +421,8 @@ func TestReadAheadReaderPanic(t *testing.T) {
 		}
 		return took, nil
 	}
-	serialTook, serialP := consume(panicking)
-	took, p := consume(newReadAhead(store.EntryOptions{}).run(panicking))
+	serialTook, serialP := consume(panickingReader)
+	took, p := consume(newReadAhead(store.EntryOptions{}).run(panickingReader))
 	if took != serialTook || p != serialP || p != "reader bug" {
 		t.Errorf("read ahead: %d entries then panic %v; serial: %d then %v", took, p, serialTook, serialP)
 	}
@@ -496,5 +499,86 @@ func TestReadAheadBoundedByBytes(t *testing.T) {
 	}
 	if limit := (10*body+ra.chunkBytes)/body + 2; most > limit || most < 2 {
 		t.Errorf("the reader was up to %d entries of %d bytes ahead: want at most %d (BatchBytes %d, a chunk of %d bytes, one in hand), and some", most, body, limit, 10*body, ra.chunkBytes)
+	}
+}
+
+// A reader that panics past where the consumer stopped (an error, too
+// many problems) or panicked: the serial path never reached the panic,
+// and the consumer's own end stands. Read ahead, the reader reaches it
+// first; raised again in the consumer's goroutine it turned a failed
+// import's error into a panic, and replaced the consumer's own panic.
+// (Its three entries fill no chunk: they reach the consumer only once
+// the reader panicked.)
+func TestReadAheadReaderPanicPastConsumerStop(t *testing.T) {
+	stops := func(seq iter.Seq2[store.Entry, error]) (p any) {
+		defer func() { p = recover() }()
+		for range seq {
+			break
+		}
+		return nil
+	}
+	panics := func(seq iter.Seq2[store.Entry, error]) (p any) {
+		defer func() { p = recover() }()
+		for range seq {
+			panic("consumer bug")
+		}
+		return nil
+	}
+	for name, consume := range map[string]func(iter.Seq2[store.Entry, error]) any{"stops": stops, "panics": panics} {
+		serial, ahead := consume(panickingReader), consume(newReadAhead(store.EntryOptions{}).run(panickingReader))
+		if ahead != serial {
+			t.Errorf("a consumer that %s: read ahead it ends with panic %v, serial with %v", name, ahead, serial)
+		}
+		if n := readerGoroutines(); n != 0 {
+			t.Errorf("%d reader goroutines left", n)
+		}
+	}
+}
+
+// A consumer that stops stops the reader's read too, where the reader
+// yields nothing for a long stretch (here 60,000 read requests of a
+// batch Bundle, left out): the reader learnt of the stop only when it
+// next queued an entry, and read the rest of its input, at the end
+// logging a complete read ("fhirin: read") of an import that had
+// failed, which the serial path, stopped at once, never did.
+func TestReadAheadConsumerStopEndsTheRead(t *testing.T) {
+	f := newLinkFixture(t)
+	if _, err := ImportFHIR(context.Background(), f.cat, f.dir(map[string][]string{"Patient": {lnkPat}}), FHIRImport{Tenant: f.tenant, IDKey: f.key, Source: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	// Another source's Patient and more than a batch of new ones (the
+	// first batch's commit fails), then the Bundle.
+	lines := []string{lnkPat}
+	for i := range store.DefaultBatchEntries + 8 {
+		lines = append(lines, fmt.Sprintf(`{"resourceType":"Patient","id":"n%d"}`, i))
+	}
+	dir := f.dir(map[string][]string{"Patient": lines})
+	var reads strings.Builder
+	reads.WriteString(`{"resourceType":"Bundle","type":"batch","entry":[`)
+	for i := range 60000 {
+		if i > 0 {
+			reads.WriteByte(',')
+		}
+		fmt.Fprintf(&reads, `{"request":{"method":"GET","url":"Patient/x%d"}}`, i)
+	}
+	reads.WriteString("]}")
+	if err := os.WriteFile(filepath.Join(dir, "reads.json"), []byte(reads.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer func(on bool) { readAheadOn = on }(readAheadOn)
+	for _, on := range []bool{false, true} {
+		readAheadOn = on
+		var log strings.Builder
+		_, err := ImportFHIR(context.Background(), f.cat, dir, FHIRImport{Tenant: f.tenant, IDKey: f.key,
+			Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		if err == nil || !strings.Contains(err.Error(), "source") {
+			t.Fatalf("read ahead %v: err = %v, want the other source's Patient refused", on, err)
+		}
+		if strings.Contains(log.String(), "fhirin: read") {
+			t.Errorf("read ahead %v: the reader read its input to the end after the import failed:\n%s", on, log.String())
+		}
+		if n := readerGoroutines(); n != 0 {
+			t.Errorf("%d reader goroutines left", n)
+		}
 	}
 }
