@@ -72,7 +72,8 @@
 //   - Read ahead (readahead.go): ImportFHIR runs the FHIR reader
 //     (fhirin.Read and entryOf, and what the import makes of each entry
 //     alone: store.EntryOptions.Preparer) in a goroutine of its own, at
-//     most about one batch of entries and of content bytes ahead of the
+//     most about one batch of entries and a quarter of a batch's content
+//     bytes ahead of the
 //     consumer, store.ImportEntries, which adds the entries and commits
 //     the batches; it hands them over in chunks. What it imports is exactly what the serial path, the
 //     reader in the consumer's goroutine, imports (TestReadAheadImportsAlike):

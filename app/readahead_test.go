@@ -475,10 +475,10 @@ func TestReadAheadReaderError(t *testing.T) {
 	}
 }
 
-// The reader is at most about one batch of content bytes ahead of the
-// consumer (BatchBytes), whatever the batch's number of entries: a
-// batch's bytes queued, a chunk being filled (chunkBytes), an entry in
-// hand.
+// The reader is at most about a quarter of a batch of content bytes
+// ahead of the consumer (BatchBytes / aheadShare), whatever the batch's
+// number of entries: those bytes queued, a chunk being filled
+// (chunkBytes), an entry in hand.
 func TestReadAheadBoundedByBytes(t *testing.T) {
 	const body = 1 << 10
 	var yielded atomic.Int64
@@ -497,8 +497,13 @@ func TestReadAheadBoundedByBytes(t *testing.T) {
 		most = max(most, yielded.Load()-took)
 		time.Sleep(20 * time.Microsecond)
 	}
-	if limit := (10*body+ra.chunkBytes)/body + 2; most > limit || most < 2 {
-		t.Errorf("the reader was up to %d entries of %d bytes ahead: want at most %d (BatchBytes %d, a chunk of %d bytes, one in hand), and some", most, body, limit, 10*body, ra.chunkBytes)
+	// A quarter of the batch's bytes (aheadShare) and a chunk: a whole
+	// batch more of large resources raised the peak RSS by ~110 MB.
+	if ra.maxBytes != 10*body/aheadShare {
+		t.Errorf("the queue holds up to %d bytes, want a quarter of BatchBytes %d", ra.maxBytes, 10*body)
+	}
+	if limit := (10*body/aheadShare+ra.chunkBytes)/body + 2; most > limit || most < 2 {
+		t.Errorf("the reader was up to %d entries of %d bytes ahead: want at most %d (a quarter of BatchBytes %d, a chunk of %d bytes, one in hand), and some", most, body, limit, 10*body, ra.chunkBytes)
 	}
 }
 
