@@ -16,9 +16,8 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/custos-mcp/custos/store"
+	"github.com/custos-mcp/custos/store/storetest"
 	"github.com/custos-mcp/custos/store/synth"
 )
 
@@ -106,27 +105,12 @@ func readAheadScenarios(t *testing.T) map[string][]readAheadStep {
 // content: the sealed values hold random data keys and nonces).
 func catalogDump(t *testing.T, path string, sealed bool) map[string]string {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	dump := map[string]string{}
-	err = db.View(func(tx *bolt.Tx) error {
-		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
-			return b.ForEach(func(k, v []byte) error {
-				if sealed && string(name) == "blobs" {
-					v = nil
-				}
-				dump[fmt.Sprintf("%s/%x", name, k)] = string(v)
-				return nil
-			})
-		})
+	return storetest.Dump(t, path, func(name, _, v []byte) ([]byte, bool) {
+		if sealed && string(name) == "blobs" {
+			return nil, true
+		}
+		return v, true
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dump
 }
 
 // TestReadAheadImportsAlike imports every scenario both ways, read ahead

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/custos-mcp/custos/store/storetest"
 )
 
 // TestBlankImportSkipsLookupsAlike: an import into a catalog that never
@@ -101,32 +101,17 @@ func TestBlankImportSkipsLookupsAlike(t *testing.T) {
 // queued and finds nothing to retire for).
 func catalogDump(t testing.TB, path string, sealed bool) map[string]string {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	dump := map[string]string{}
-	err = db.View(func(tx *bolt.Tx) error {
-		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
-			return b.ForEach(func(k, v []byte) error {
-				switch {
-				case sealed && string(name) == string(bucketBlobs):
-					v = nil
-				case string(name) == string(bucketMeta) && string(k) == string(metaSettledKey):
-					return nil
-				case string(name) == string(bucketMeta) && string(k) == string(metaLabelRulesKey):
-					v = v[:min(len(v), 4)]
-				}
-				dump[fmt.Sprintf("%s/%x", name, k)] = string(v)
-				return nil
-			})
-		})
+	return storetest.Dump(t, path, func(name, k, v []byte) ([]byte, bool) {
+		switch {
+		case sealed && string(name) == string(bucketBlobs):
+			return nil, true
+		case string(name) == string(bucketMeta) && string(k) == string(metaSettledKey):
+			return nil, false
+		case string(name) == string(bucketMeta) && string(k) == string(metaLabelRulesKey):
+			return v[:min(len(v), 4)], true
+		}
+		return v, true
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dump
 }
 
 // eachFastAndPlain imports input with each of eopts into two new catalogs,
