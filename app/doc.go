@@ -71,33 +71,33 @@
 //
 //   - Read ahead (readahead.go): ImportFHIR runs the FHIR reader
 //     (fhirin.Read and entryOf, and what the import makes of each entry
-//     alone: store.EntryOptions.Preparer) in a goroutine of its own, at
-//     most about one batch of entries and a quarter of a batch's content
-//     bytes ahead of the
-//     consumer, store.ImportEntries, which adds the entries and commits
-//     the batches; it hands them over in chunks. What it imports is exactly what the serial path, the
-//     reader in the consumer's goroutine, imports (TestReadAheadImportsAlike):
-//     every read of the catalog by the reader (its callbacks StoredBinary,
-//     PlaceBinary, PlaceContext and Match, through settledCatalog: the
-//     only state of the consumer it reads) waits at a barrier until the
-//     consumer has taken every entry queued before it and made every
-//     commit they triggered, and the consumer touches the catalog no more
-//     until the reader queues the next entry: no read of the reader runs
-//     beside a write transaction, and each sees the catalog the serial
-//     path saw at that point of the stream. Read allocates what it yields
-//     (fhirin.Item.Body), so nothing queued aliases a buffer the reader
-//     reuses. The reader's goroutine is joined before the import returns,
-//     however it ends (the end, a read error, a consumer error or too
-//     many problems, cancellation), and the consumer's stop cancels the
-//     reader's context, so that it stops reading at once, as the serial
-//     path did, even where it yields nothing for a while; a panic of the reader is raised again
-//     in the consumer's goroutine after the entries queued before it, as
-//     the serial path raised it there (the admin socket's net/http server
-//     recovers one in a POST /v1/sync), and only if the consumer took them
-//     all: one past where the consumer stopped or panicked, which the
-//     serial path never reached, leaves the consumer's error or panic as
-//     it is (TestReadAheadReaderPanicPastConsumerStop); what the reader
-//     sets for the caller (fhirin.Options.Skipped) is read after the join.
+//     alone: store.EntryOptions.Preparer) in a goroutine of its own, at most
+//     about one batch of entries and a quarter of a batch's content bytes
+//     ahead of the consumer, store.ImportEntries, which adds the entries and
+//     commits the batches; it hands them over in chunks. What it imports is
+//     exactly what the serial path, the reader in the consumer's goroutine,
+//     imports (TestReadAheadImportsAlike): every read of the catalog by the
+//     reader (its callbacks StoredBinary, PlaceBinary, PlaceContext and
+//     Match, through settledCatalog: the only state of the consumer it
+//     reads) waits at a barrier until the consumer has taken every entry
+//     queued before it and made every commit they triggered, and the
+//     consumer touches the catalog no more until the reader queues the next
+//     entry: no read of the reader runs beside a write transaction, and each
+//     sees the catalog the serial path saw at that point of the stream. Read
+//     allocates what it yields (fhirin.Item.Body), so nothing queued aliases
+//     a buffer the reader reuses. The reader's goroutine is joined before
+//     the import returns, however it ends (the end, a read error, a consumer
+//     error or too many problems, cancellation), and the consumer's stop
+//     cancels the reader's context, so that it stops reading at once, as the
+//     serial path did, even where it yields nothing for a while; a panic of
+//     the reader is raised again in the consumer's goroutine after the
+//     entries queued before it, as the serial path raised it there (the
+//     admin socket's net/http server recovers one in a POST /v1/sync), and
+//     only if the consumer took them all: one past where the consumer
+//     stopped or panicked, which the serial path never reached, leaves the
+//     consumer's error or panic as it is
+//     (TestReadAheadReaderPanicPastConsumerStop); what the reader sets for
+//     the caller (fhirin.Options.Skipped) is read after the join.
 //
 // The package reads the files its Options name (catalog, audit log, policy,
 // principal and token files, TLS certificates), never flags, environment
